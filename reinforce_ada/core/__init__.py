@@ -1,0 +1,40 @@
+"""The pure core of Reinforce-Ada: exit rules, selection, advantages, losses and allocation.
+
+Only the standard library, numpy and torch are imported here (a test enforces it), so every piece can be used
+from any training framework.
+"""
+
+from reinforce_ada.core.advantages import (
+    ADVANTAGES,
+    baseline_advantages,
+    compute_advantages,
+    group_advantages,
+    group_statistics,
+    pool_advantages,
+    pool_importance_weights,
+)
+from reinforce_ada.core.allocation import ALLOCATION_RULES, get_allocation_rule
+from reinforce_ada.core.exits import EXIT_RULES, get_exit_rule
+from reinforce_ada.core.losses import AGGREGATIONS, aggregate, ppo_clip_loss
+from reinforce_ada.core.registry import Registry
+from reinforce_ada.core.selection import SELECTION_RULES, get_selection_rule
+
+__all__ = [
+    "ADVANTAGES",
+    "AGGREGATIONS",
+    "ALLOCATION_RULES",
+    "EXIT_RULES",
+    "SELECTION_RULES",
+    "Registry",
+    "aggregate",
+    "baseline_advantages",
+    "compute_advantages",
+    "get_allocation_rule",
+    "get_exit_rule",
+    "get_selection_rule",
+    "group_advantages",
+    "group_statistics",
+    "pool_advantages",
+    "pool_importance_weights",
+    "ppo_clip_loss",
+]

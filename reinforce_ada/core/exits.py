@@ -1,0 +1,52 @@
+"""Exit rules: when has a prompt collected enough signal to stop sampling?
+
+Reinforce-Ada (arXiv 2510.04996, Sec. 3) samples each still-active prompt in rounds and lets it *exit* once its pool
+holds enough signal:
+
+* ``positive``  -- at least ``min_positive`` positives (k = 1 in the paper: "Reinforce-Ada-pos").
+* ``balanced``  -- at least ``n // 2`` positives and at least ``n - n // 2`` negatives, so a balanced group of ``n``
+  can be drawn ("Reinforce-Ada-balance").
+* ``once``      -- exit after the first round whatever happened (plain GRPO).
+
+A completion is *positive* when ``reward > positive_threshold`` (see :class:`reinforce_ada.config.SamplerConfig`).
+
+Every rule has the signature ``rule(num_positive, num_negative, group_size) -> bool``; user callables with that
+signature can be passed wherever a rule name is accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from reinforce_ada.core.registry import Registry
+
+ExitRule = Callable[[int, int, int], bool]
+
+EXIT_RULES: Registry[ExitRule] = Registry("exit rule")
+
+
+@EXIT_RULES.register("positive")
+def positive(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> bool:
+    """Exit once the pool holds ``min_positive`` correct completions."""
+    return num_positive >= min_positive
+
+
+@EXIT_RULES.register("balanced")
+def balanced(num_positive: int, num_negative: int, group_size: int) -> bool:
+    """Exit once a group of ``group_size`` with ``n // 2`` positives and ``n - n // 2`` negatives can be drawn."""
+    return num_positive >= group_size // 2 and num_negative >= group_size - group_size // 2
+
+
+@EXIT_RULES.register("once")
+def once(num_positive: int, num_negative: int, group_size: int) -> bool:
+    """GRPO: every prompt exits after its first round."""
+    return True
+
+
+def get_exit_rule(name_or_fn: str | ExitRule, *, min_positive: int = 1) -> ExitRule:
+    """Resolve an exit rule; ``min_positive`` is bound for the ``positive`` rule."""
+    rule = EXIT_RULES.get(name_or_fn)
+    if rule is positive:
+        return functools.partial(positive, min_positive=min_positive)
+    return rule

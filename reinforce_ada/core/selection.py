@@ -1,0 +1,73 @@
+"""Selection: downsample a prompt's pool to a training group of exactly ``group_size`` completions.
+
+After sampling, each prompt's *pool* (every completion drawn for it this step) is reduced to a *group* of ``n``
+completions. Rules see the pool as a boolean array ``is_positive`` (``reward > positive_threshold``) and return the
+indices to keep; which completions of a class are kept is a seeded uniform choice (never "the first k").
+
+* ``balanced``          -- ``n // 2`` positives and ``n - n // 2`` negatives; a class that is short is topped up from
+  the other class (Reinforce-Ada's balanced downsampling).
+* ``positive_focused``  -- keep the pool's positive ratio (rounded), but at least one positive whenever the pool has
+  one. (Our reading of the reference's "positive-focused" mode; the reference keeps *all* positives first, which
+  over-represents them even more.)
+* ``random``            -- a uniform subset of the pool, ignoring classes.
+
+When the pool holds fewer than ``n`` completions the whole pool is kept. Signature of every rule:
+``rule(is_positive: np.ndarray[bool], group_size: int, rng: np.random.Generator) -> np.ndarray[int]``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from reinforce_ada.core.registry import Registry
+
+SelectionRule = Callable[[np.ndarray, int, np.random.Generator], np.ndarray]
+
+SELECTION_RULES: Registry[SelectionRule] = Registry("selection rule")
+
+
+def _take_counts(is_positive: np.ndarray, num_pos: int, num_neg: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``num_pos`` random positives and ``num_neg`` random negatives (positives first)."""
+    pos_idx = np.flatnonzero(is_positive)
+    neg_idx = np.flatnonzero(~is_positive)
+    chosen_pos = rng.choice(pos_idx, size=num_pos, replace=False) if num_pos < len(pos_idx) else pos_idx
+    chosen_neg = rng.choice(neg_idx, size=num_neg, replace=False) if num_neg < len(neg_idx) else neg_idx
+    return np.concatenate([np.sort(chosen_pos), np.sort(chosen_neg)]).astype(np.int64)
+
+
+def _fill(target_pos: int, group_size: int, available_pos: int, available_neg: int) -> tuple[int, int]:
+    """Counts (pos, neg) summing to ``min(group_size, pool)``, as close to ``target_pos`` positives as possible."""
+    total = min(group_size, available_pos + available_neg)
+    num_pos = min(target_pos, available_pos)
+    num_neg = min(total - num_pos, available_neg)
+    num_pos = total - num_neg  # top up positives if negatives ran short
+    return num_pos, num_neg
+
+
+@SELECTION_RULES.register("balanced")
+def balanced(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    num_pos, num_neg = _fill(group_size // 2, group_size, int(is_positive.sum()), int((~is_positive).sum()))
+    return _take_counts(is_positive, num_pos, num_neg, rng)
+
+
+@SELECTION_RULES.register("positive_focused")
+def positive_focused(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    available_pos = int(is_positive.sum())
+    target = int(round(group_size * available_pos / max(len(is_positive), 1)))
+    if available_pos > 0:
+        target = max(target, 1)
+    num_pos, num_neg = _fill(target, group_size, available_pos, len(is_positive) - available_pos)
+    return _take_counts(is_positive, num_pos, num_neg, rng)
+
+
+@SELECTION_RULES.register("random")
+def random(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    if len(is_positive) <= group_size:
+        return np.arange(len(is_positive), dtype=np.int64)
+    return np.sort(rng.choice(len(is_positive), size=group_size, replace=False)).astype(np.int64)
+
+
+def get_selection_rule(name_or_fn: str | SelectionRule) -> SelectionRule:
+    return SELECTION_RULES.get(name_or_fn)

@@ -1,0 +1,44 @@
+"""A tiny Qwen2-architecture causal LM with a character-level tokenizer, built locally (nothing downloaded).
+
+It is a real ``transformers`` model and tokenizer (``Qwen2ForCausalLM`` + ``PreTrainedTokenizerFast``), so every code
+path that serves a 1.5B model -- generation, log-probabilities, save_pretrained/safetensors, TRL -- runs on it in
+seconds on a CPU. Each character is one token; ``<eos>`` ends a completion and ``<pad>`` pads.
+"""
+
+from __future__ import annotations
+
+import string
+
+TINY_VOCAB: list[str] = ["<pad>", "<eos>", "<unk>"] + list(string.digits + string.ascii_letters + " +-*/=()?.,:;!'\"\n")
+"""Special tokens first (pad=0, eos=1, unk=2), then one token per character."""
+
+
+def build_char_tokenizer():
+    """A ``PreTrainedTokenizerFast`` that maps every character of :data:`TINY_VOCAB` to one token."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(TINY_VOCAB)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>",
+                                   unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False)
+
+
+def build_tiny_model(vocab_size: int = len(TINY_VOCAB), *, hidden_size: int = 64, num_layers: int = 2,
+                     num_heads: int = 4, max_positions: int = 64, seed: int = 0):
+    """A randomly initialised ``Qwen2ForCausalLM`` of ~0.1M parameters (deterministic for a given seed)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=3 * hidden_size,
+                         num_hidden_layers=num_layers, num_attention_heads=num_heads,
+                         num_key_value_heads=max(1, num_heads // 2), max_position_embeddings=max_positions,
+                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = 0
+    model.generation_config.eos_token_id = 1
+    return model

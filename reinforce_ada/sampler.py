@@ -1,0 +1,355 @@
+"""The sampling loop: generator -> verifier -> exit rule, round after round, then selection and advantages.
+
+Reinforce-Ada (arXiv 2510.04996, Alg. 1): every still-active prompt gets ``M`` more completions per round, for at most
+``N`` rounds; a prompt leaves the active set once its pool meets the exit rule. Each pool is then downsampled to a
+group of ``n`` and the advantages use the *whole pool's* statistics. Plain GRPO is the same loop with one round and
+the ``once`` exit rule (:meth:`SamplerConfig.grpo`); DAPO's dynamic sampling is :class:`DynamicSampler`.
+
+Departures from the reference implementation: pool statistics are exact running moments (any real reward, not
+0/1 counts); within-class selection is a seeded random choice rather than "first k"; a failing verifier call is
+retried one completion at a time and a failing completion is scored 0 or dropped (never the prompt); a generator
+that fails after some rounds ends the step early with the work already done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
+from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
+from reinforce_ada.core.allocation import get_allocation_rule
+from reinforce_ada.core.exits import get_exit_rule
+from reinforce_ada.core.selection import get_selection_rule
+from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    """Ask the generator for ``num_samples`` completions of ``prompt``."""
+
+    prompt: Prompt
+    num_samples: int
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A generation backend: one list of completions per request, in request order."""
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]: ...
+
+
+class Verifier(Protocol):
+    """A reward function: ``prompts[i]`` is the prompt of ``completions[i]``; ``None`` means "could not score"."""
+
+    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> Sequence[float | None]: ...
+
+
+class GenerationError(RuntimeError):
+    """The generator failed (after retries) or returned something malformed."""
+
+
+class VerifierError(ValueError):
+    """The verifier returned something unusable (wrong length, NaN or infinite reward)."""
+
+
+def validate_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: nothing to sample")
+    seen: set[PromptId] = set()
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, Prompt):
+            raise TypeError(f"prompts[{i}] is a {type(prompt).__name__}, expected reinforce_ada.Prompt")
+        if prompt.prompt_id in seen:
+            raise ValueError(f"prompts[{i}].prompt_id={prompt.prompt_id!r} is duplicated; prompt ids must be unique")
+        seen.add(prompt.prompt_id)
+    return prompts
+
+
+def _check_backends(generator: Any, verifier: Any) -> None:
+    if not callable(getattr(generator, "generate", None)):
+        raise TypeError(f"generator must have a generate(requests) method (got {type(generator).__name__})")
+    if not callable(verifier):
+        raise TypeError(f"verifier must be callable as verifier(prompts, completions) (got {type(verifier).__name__})")
+
+
+class AdaptiveSampler:
+    """Multi-round adaptive sampling with exit rules (Reinforce-Ada); GRPO with ``SamplerConfig.grpo(n)``."""
+
+    def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None):
+        _check_backends(generator, verifier)
+        self.generator = generator
+        self.verifier = verifier
+        self.config = config or SamplerConfig()
+        self._exit_rule = get_exit_rule(self.config.exit_rule, min_positive=self.config.min_positive)
+        self._select = get_selection_rule(self.config.selection)
+        self._allocate = get_allocation_rule(self.config.allocation)
+        self.rng = np.random.default_rng(self.config.seed)
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+    def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
+        cfg = self.config
+        prompts = validate_prompts(prompts)
+        pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
+        active, rounds, generation_error = prompts, [], None
+        for round_number in range(1, cfg.max_rounds + 1):
+            requests = []
+            for prompt in active:
+                pool = pools[prompt.prompt_id]
+                num = self._allocate(pool.num_drawn, pool.num_positive, pool.num_negative,
+                                     cfg.samples_per_round, cfg.max_samples, cfg.group_size)
+                if num > 0:
+                    requests.append(GenerationRequest(prompt, num))
+            if not requests:
+                break
+            try:
+                outputs = generate_with_retries(self.generator, requests, cfg.generation_retries)
+            except GenerationError as err:
+                if round_number == 1:
+                    raise
+                generation_error = str(err)
+                logger.error("round %d: %s; ending the step with %d rounds done", round_number, err, len(rounds))
+                break
+            stats = score_into_pools(self.verifier, requests, outputs, pools, round_number, cfg.on_verifier_failure)
+            still_active = []
+            for prompt in active:
+                pool = pools[prompt.prompt_id]
+                if self._exit_rule(pool.num_positive, pool.num_negative, cfg.group_size):
+                    pool.exit_round = round_number
+                else:
+                    still_active.append(prompt)
+            stats.num_exits = len(active) - len(still_active)
+            rounds.append(stats)
+            logger.debug("round %d: %d active, %d samples, %d exits, reward mean %.3f", round_number,
+                         stats.num_active, stats.num_samples, stats.num_exits, stats.reward_mean)
+            active = still_active
+            if not active:
+                break
+        groups = self._select_groups(prompts, pools)
+        return build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error)
+
+    def _select_groups(self, prompts: list[Prompt], pools: dict[PromptId, PromptPool]) -> list[Group]:
+        cfg, groups = self.config, []
+        for prompt in prompts:
+            pool = pools[prompt.prompt_id]
+            if pool.count == 0 or (not pool.exited and cfg.unexited == "drop"):
+                continue
+            is_positive = np.fromiter((c.reward > cfg.positive_threshold for c in pool.completions),  # type: ignore
+                                      dtype=bool, count=pool.count)
+            keep = self._select(is_positive, cfg.group_size, self.rng)
+            groups.append(Group(prompt, [pool.completions[i] for i in keep], pool.mean, pool.std, pool.count,
+                                pool.num_positive, pool.exited))
+        return groups
+
+    # -- checkpointing ----------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
+
+class DynamicSampler:
+    """DAPO-style dynamic sampling through the same interface.
+
+    ``sample(prompts)`` takes an iterable of candidate prompts (usually longer than ``batch_size``) and draws them
+    ``generation_batch_size`` at a time, one GRPO round of ``group_size`` each, keeping groups whose rewards differ,
+    until ``batch_size`` such groups are collected or ``max_generation_batches`` calls were made. Advantages are
+    group-local, as in DAPO. ``metrics["num_prompts_consumed"]`` says how many candidates were used.
+    """
+
+    def __init__(self, generator: Generator, verifier: Verifier, config: DynamicSamplingConfig | None = None):
+        self.config = config or DynamicSamplingConfig()
+        self._round = AdaptiveSampler(generator, verifier, self.config.round_config())
+
+    def sample(self, prompts: Iterable[Prompt]) -> SampledBatch:
+        cfg = self.config
+        candidates = iter(prompts)
+        kept: list[Group] = []
+        pools: dict[PromptId, PromptPool] = {}
+        rounds: list[RoundStats] = []
+        num_consumed = num_signal = 0
+        generation_error = None
+        for batch_number in range(1, cfg.max_generation_batches + 1):
+            chunk = list(itertools.islice(candidates, cfg.generation_batch_size))
+            if not chunk:
+                break
+            try:
+                batch = self._round.sample(chunk)
+            except GenerationError as err:
+                if batch_number == 1:
+                    raise
+                generation_error = str(err)
+                break
+            num_consumed += len(chunk)
+            duplicate = pools.keys() & batch.pools.keys()
+            if duplicate:
+                raise ValueError(f"prompt id {next(iter(duplicate))!r} was drawn twice in one dynamic-sampling step")
+            pools.update(batch.pools)
+            rounds.append(RoundStats(batch_number, *(getattr(batch.rounds[0], f) for f in
+                                                     ("num_active", "num_samples", "num_exits", "reward_mean",
+                                                      "num_verifier_failures"))))
+            signal_groups = [g for g in batch.groups if g.has_signal]
+            num_signal += len(signal_groups)
+            kept.extend(signal_groups)
+            if len(kept) >= cfg.batch_size:
+                break
+        if num_consumed == 0:
+            raise ValueError("prompts is empty: nothing to sample")
+        result = build_batch(kept[: cfg.batch_size], pools, rounds, self._round.config, num_prompts=num_consumed,
+                             generation_error=generation_error)
+        result.metrics["signal_fraction"] = num_signal / num_consumed
+        result.metrics["samples_per_signal_prompt"] = _safe_div(result.metrics["total_samples"], num_signal)
+        result.metrics["num_prompts_consumed"] = float(num_consumed)
+        result.metrics["batch_filled"] = float(len(kept) >= cfg.batch_size)
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._round.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._round.load_state_dict(state)
+
+
+# -- the pieces of one round ----------------------------------------------------------------------------------------
+def generate_with_retries(generator: Generator, requests: list[GenerationRequest], retries: int
+                          ) -> list[list[Completion]]:
+    """Call the generator, retrying ``retries`` times; check that the answer has one list per request."""
+    last_error: Exception | None = None
+    for attempt in range(retries + 1):
+        try:
+            outputs = list(generator.generate(requests))
+            break
+        except Exception as err:  # noqa: BLE001 -- any backend failure is retried, then reported
+            last_error = err
+            logger.warning("generator failed (attempt %d of %d): %r", attempt + 1, retries + 1, err)
+    else:
+        raise GenerationError(f"generator failed {retries + 1} times: {last_error!r}") from last_error
+    if len(outputs) != len(requests):
+        raise GenerationError(f"generator returned {len(outputs)} outputs for {len(requests)} requests")
+    for request, completions in zip(requests, outputs):
+        if len(completions) > request.num_samples:
+            raise GenerationError(f"generator returned {len(completions)} completions for prompt "
+                                  f"{request.prompt.prompt_id!r}, which asked for {request.num_samples}")
+    return outputs
+
+
+def score(verifier: Verifier, prompts: list[Prompt], completions: list[Completion]) -> list[float | None]:
+    """Rewards for a batch; when the batch call raises, score one completion at a time (a raise there -> None)."""
+    try:
+        rewards = list(verifier(prompts, completions))
+    except Exception as err:  # noqa: BLE001
+        logger.warning("verifier raised on a batch of %d (%r); scoring one completion at a time", len(completions), err)
+        rewards, num_raised = [], 0
+        for prompt, completion in zip(prompts, completions):
+            try:
+                rewards.extend(verifier([prompt], [completion]))
+            except Exception:  # noqa: BLE001
+                num_raised += 1
+                rewards.append(None)
+        if num_raised:
+            logger.warning("verifier raised on %d of %d completions; they count as failures", num_raised, len(prompts))
+    if len(rewards) != len(completions):
+        raise VerifierError(f"verifier returned {len(rewards)} rewards for {len(completions)} completions")
+    checked: list[float | None] = []
+    for i, reward in enumerate(rewards):
+        if reward is not None:
+            reward = float(reward)
+            if not math.isfinite(reward):
+                raise VerifierError(f"verifier returned reward={reward} for completion {i} of prompt "
+                                    f"{prompts[i].prompt_id!r}; rewards must be finite numbers or None")
+        checked.append(reward)
+    return checked
+
+
+def score_into_pools(verifier: Verifier, requests: list[GenerationRequest], outputs: list[list[Completion]],
+                     pools: dict[PromptId, PromptPool], round_number: int, on_failure: str) -> RoundStats:
+    """Score one round's completions and add them to their pools; return the round's stats (exits filled later)."""
+    flat_prompts: list[Prompt] = []
+    flat: list[Completion] = []
+    for request, completions in zip(requests, outputs):
+        pool = pools[request.prompt.prompt_id]
+        pool.num_rounds += 1
+        pool.num_drawn += len(completions)
+        for completion in completions:
+            completion.prompt_id = request.prompt.prompt_id
+            completion.round = round_number
+            flat_prompts.append(request.prompt)
+            flat.append(completion)
+    rewards = score(verifier, flat_prompts, flat) if flat else []
+    failures, reward_sum = 0, 0.0
+    for completion, reward in zip(flat, rewards):
+        pool = pools[completion.prompt_id]
+        if reward is None:
+            failures += 1
+            pool.num_verifier_failures += 1
+            if on_failure == "drop":
+                continue
+            reward = 0.0
+        completion.reward = reward
+        reward_sum += reward
+        pool.add(completion)
+    scored = len(flat) - (failures if on_failure == "drop" else 0)
+    return RoundStats(round=round_number, num_active=len(requests), num_samples=len(flat), num_exits=0,
+                      reward_mean=reward_sum / scored if scored else float("nan"), num_verifier_failures=failures)
+
+
+# -- assembling the batch -------------------------------------------------------------------------------------------
+def _safe_div(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: list[RoundStats],
+                cfg: SamplerConfig, *, num_prompts: int, generation_error: str | None = None) -> SampledBatch:
+    """Compute advantages (and weights) for the kept groups and the step's metrics."""
+    rewards = np.array([c.reward for g in groups for c in g.completions], dtype=np.float64)
+    sizes = [len(g.completions) for g in groups]
+    index = np.repeat(np.arange(len(groups)), sizes)
+    per_sample = lambda attr: np.repeat(np.array([getattr(g, attr) for g in groups], dtype=np.float64), sizes)  # noqa
+    pool_count = per_sample("pool_count")
+    advantages = compute_advantages(cfg.advantage, rewards, index, pool_mean=per_sample("pool_mean"),
+                                    pool_std=per_sample("pool_std"), pool_count=pool_count,
+                                    normalize_std=cfg.normalize_std, epsilon=cfg.epsilon)
+    weights = None
+    if cfg.importance_weights:
+        is_positive = rewards > cfg.positive_threshold
+        weights = pool_importance_weights(is_positive, index, per_sample("pool_num_positive"), pool_count)
+
+    num_empty = sum(1 for p in pools.values() if p.count == 0)
+    num_exited = sum(1 for p in pools.values() if p.exited)
+    num_dropped = sum(1 for p in pools.values() if p.count > 0 and not p.exited) if cfg.unexited == "drop" else 0
+    num_signal = sum(1 for g in groups if g.has_signal)
+    total_samples = sum(p.num_drawn for p in pools.values())
+    all_rewards_sum = sum(p.mean * p.count for p in pools.values())
+    all_rewards_count = sum(p.count for p in pools.values())
+    metrics: dict[str, float] = {
+        "num_prompts": float(num_prompts),
+        "num_groups": float(len(groups)),
+        "total_samples": float(total_samples),
+        "samples_per_prompt": total_samples / num_prompts,
+        "rounds_used": float(len(rounds)),
+        "exited_fraction": num_exited / num_prompts,
+        "never_exited_fraction": (num_prompts - num_exited) / num_prompts,
+        "zero_variance_fraction": 1.0 - num_signal / len(groups) if groups else 1.0,
+        "signal_fraction": num_signal / num_prompts,
+        "samples_per_signal_prompt": _safe_div(total_samples, num_signal),
+        "reward_mean": _safe_div(all_rewards_sum, all_rewards_count) if all_rewards_count else float("nan"),
+        "group_reward_mean": float(rewards.mean()) if len(rewards) else float("nan"),
+        "num_verifier_failures": float(sum(p.num_verifier_failures for p in pools.values())),
+        "num_dropped_unexited": float(num_dropped),
+        "num_empty": float(num_empty),
+    }
+    for stats in rounds:
+        for key in ("num_active", "num_samples", "num_exits", "reward_mean"):
+            metrics[f"round_{stats.round}/{key}"] = float(getattr(stats, key))
+    return SampledBatch(groups=groups, pools=pools, rounds=rounds, advantages=advantages, weights=weights,
+                        num_prompts=num_prompts, num_dropped_unexited=num_dropped, num_empty=num_empty,
+                        generation_error=generation_error, metrics=metrics)
