@@ -122,7 +122,9 @@ class AdaptiveSampler:
             still_active = []
             for prompt in active:
                 pool = pools[prompt.prompt_id]
-                if self._exit_rule(pool.num_positive, pool.num_negative, cfg.group_size):
+                # A prompt also needs a full group's worth of completions to exit (matters when M < n).
+                if pool.count >= cfg.group_size and self._exit_rule(pool.num_positive, pool.num_negative,
+                                                                    cfg.group_size):
                     pool.exit_round = round_number
                 else:
                     still_active.append(prompt)
