@@ -1,0 +1,145 @@
+"""Property tests of the sampling loop over random scripted rewards, budgets, exit rules and selection rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.core.exits import get_exit_rule
+from reinforce_ada.sampler import AdaptiveSampler
+
+REWARDS = st.sampled_from([0.0, 1.0, 0.0, 1.0, 0.25, 0.75, -1.0, 2.5, None])
+
+
+def two_of_each(num_positive: int, num_negative: int, group_size: int) -> bool:
+    """A custom exit rule: two completions of each class."""
+    return num_positive >= 2 and num_negative >= 2
+
+
+@st.composite
+def scenarios(draw):
+    m = draw(st.integers(1, 6))
+    n_rounds = draw(st.integers(1, 4))
+    if m * n_rounds < 2:
+        n_rounds = 2
+    group_size = draw(st.integers(2, min(m * n_rounds, 8)))
+    num_prompts = draw(st.integers(1, 6))
+    with_failures = draw(st.booleans())
+    reward = REWARDS if with_failures else REWARDS.filter(lambda r: r is not None)
+    script = {pid: draw(st.lists(reward, min_size=m * n_rounds, max_size=m * n_rounds)) for pid in range(num_prompts)}
+    config = SamplerConfig(
+        samples_per_round=m, max_rounds=n_rounds, group_size=group_size,
+        exit_rule=draw(st.sampled_from(["balanced", "positive", "once", two_of_each])),
+        min_positive=draw(st.integers(1, 3)),
+        selection=draw(st.sampled_from(["balanced", "positive_focused", "random"])),
+        unexited=draw(st.sampled_from(["keep", "drop"])),
+        advantage=draw(st.sampled_from(["pool", "group"])),
+        normalize_std=draw(st.booleans()),
+        importance_weights=draw(st.booleans()),
+        on_verifier_failure=draw(st.sampled_from(["zero", "drop"])),
+        positive_threshold=draw(st.sampled_from([0.5, 0.0, 0.9])),
+        seed=draw(st.integers(0, 2**16)),
+    )
+    return config, script
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_sampler_invariants(scenario):
+    cfg, script = scenario
+    generator, verifier = ScriptedGenerator(script), ScriptedVerifier()
+    prompts = make_prompts(list(script))
+    batch = AdaptiveSampler(generator, verifier, cfg).sample(prompts)
+    m, n = cfg.samples_per_round, cfg.group_size
+    rule = get_exit_rule(cfg.exit_rule, min_positive=cfg.min_positive)
+
+    # No prompt vanishes: every prompt is a group, a counted unexited drop or a counted empty pool.
+    assert len(batch.groups) + batch.num_dropped_unexited + batch.num_empty == len(prompts) == batch.num_prompts
+    group_ids = [g.prompt_id for g in batch.groups]
+    assert len(set(group_ids)) == len(group_ids)
+    assert set(batch.pools) == set(script)
+
+    # Requests: at most N rounds, M per request, nothing asked for a prompt after it exited.
+    rounds = requested_ids(generator)
+    assert len(rounds) == len(batch.rounds) <= cfg.max_rounds
+    for call in generator.calls:
+        assert all(num == m for _, num in call)
+    for pid, pool in batch.pools.items():
+        asked_in = [r for r, ids in enumerate(rounds, start=1) if pid in ids]
+        assert asked_in == list(range(1, len(asked_in) + 1)), "a prompt is asked every round until it leaves"
+        if pool.exited:
+            assert asked_in[-1] == pool.exit_round
+        else:
+            assert len(asked_in) == len(rounds)
+        assert pool.num_drawn == generator.drawn[pid] == m * len(asked_in) <= cfg.max_samples
+        assert pool.num_rounds == len(asked_in)
+
+        # The pool is exactly the scored completions, and its statistics are numpy's.
+        rewards = np.array([c.reward for c in pool.completions], dtype=np.float64)
+        expected_failures = sum(r is None for r in script[pid][: pool.num_drawn])
+        assert pool.num_verifier_failures == expected_failures
+        assert pool.count == len(pool.completions) == pool.num_drawn - (
+            expected_failures if cfg.on_verifier_failure == "drop" else 0)
+        if pool.count:
+            assert pool.mean == pytest.approx(rewards.mean(), abs=1e-12)
+            assert pool.std == pytest.approx(rewards.std(ddof=1) if pool.count > 1 else 0.0, abs=1e-9)
+        assert pool.num_positive == int((rewards > cfg.positive_threshold).sum())
+
+        # The exit rule first holds (with a full group's worth of completions) in the exit round, never before.
+        rounds_of = np.array([c.round for c in pool.completions], dtype=np.int64)
+        pos = rewards > cfg.positive_threshold
+        met = [bool((rounds_of <= r).sum() >= n and rule(int(pos[rounds_of <= r].sum()),
+                                                         int((~pos[rounds_of <= r]).sum()), n))
+               for r in range(1, len(asked_in) + 1)]
+        first = met.index(True) + 1 if True in met else None
+        assert pool.exit_round == first
+
+    # Groups: exactly group_size when the pool allows it, drawn from the pool, with the pool's statistics.
+    for group in batch.groups:
+        pool = batch.pools[group.prompt_id]
+        assert len(group.completions) == min(n, pool.count) > 0
+        if pool.exited:
+            assert len(group.completions) == n
+        else:
+            assert cfg.unexited == "keep"
+        pool_ids = {id(c) for c in pool.completions}
+        assert all(id(c) in pool_ids for c in group.completions)
+        assert len({id(c) for c in group.completions}) == len(group.completions)
+        assert (group.pool_mean, group.pool_std, group.pool_count) == (pool.mean, pool.std, pool.count)
+        assert group.exited == pool.exited
+        if cfg.selection == "balanced" and pool.exited and cfg.exit_rule == "balanced":
+            assert sum(r > cfg.positive_threshold for r in group.rewards) == n // 2
+
+    # Advantages (and weights) are aligned with batch.completions() and use the configured baseline.
+    completions = batch.completions()
+    assert batch.advantages.shape == (len(completions),)
+    assert np.all(np.isfinite(batch.advantages))
+    expected = []
+    for group in batch.groups:
+        rewards = np.array(group.rewards)
+        if cfg.advantage == "pool":
+            mean, std, count = group.pool_mean, group.pool_std, group.pool_count
+        else:
+            mean, std, count = rewards.mean(), (rewards.std(ddof=1) if len(rewards) > 1 else 0.0), len(rewards)
+        adv = rewards - mean
+        if cfg.normalize_std:
+            adv = adv / (std + cfg.epsilon)
+        expected.extend(adv if count > 1 else np.zeros_like(rewards))
+    np.testing.assert_allclose(batch.advantages, expected, rtol=1e-9, atol=1e-9)
+    if cfg.importance_weights:
+        assert batch.weights is not None and batch.weights.shape == (len(completions),)
+        assert np.all(batch.weights > 0)
+    else:
+        assert batch.weights is None
+
+    # Metrics agree with the pools.
+    assert batch.metrics["total_samples"] == sum(generator.drawn.values())
+    assert batch.metrics["num_verifier_failures"] == sum(p.num_verifier_failures for p in batch.pools.values())
+    assert math.isclose(batch.metrics["samples_per_prompt"], sum(generator.drawn.values()) / len(prompts))
+    assert sum(s.num_exits for s in batch.rounds) == sum(p.exited for p in batch.pools.values())
