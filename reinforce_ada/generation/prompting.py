@@ -1,0 +1,57 @@
+"""Turn a :class:`~reinforce_ada.types.Prompt` into the token ids the model sees -- the single source of truth.
+
+Every generation backend and the trainer call :func:`encode_prompt`, so the prompt a completion was sampled from and
+the prompt the trainer rebuilds to score it are the same token ids:
+
+* chat messages (``list[dict]``) go through ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``;
+* a plain string goes through the chat template as one user message when the tokenizer has a template and
+  ``use_chat_template`` is true, and is otherwise tokenized as is, with no special tokens added.
+
+The template is rendered to text and then tokenized with ``add_special_tokens=False``: a template writes its own
+special tokens (BOS included), and adding them again would double them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reinforce_ada.types import Prompt
+
+__all__ = ["encode_prompt", "prompt_messages"]
+
+
+def prompt_messages(prompt: Prompt) -> list[dict[str, str]] | None:
+    """The chat messages of ``prompt``, or ``None`` when it is a plain string; raise on any other type."""
+    body = prompt.prompt
+    if isinstance(body, str):
+        return None
+    if isinstance(body, (list, tuple)) and all(isinstance(m, dict) and "role" in m and "content" in m for m in body):
+        if not body:
+            raise ValueError(f"prompt {prompt.prompt_id!r} has an empty message list")
+        return list(body)
+    raise TypeError(f"prompt {prompt.prompt_id!r}: Prompt.prompt must be a string or a list of "
+                    f"{{'role': ..., 'content': ...}} messages, got {type(body).__name__}")
+
+
+def encode_prompt(tokenizer: Any, prompt: Prompt, use_chat_template: bool = True) -> list[int]:
+    """Token ids of ``prompt`` as the model should see them before its completion.
+
+    >>> from reinforce_ada.models import build_char_tokenizer
+    >>> encode_prompt(build_char_tokenizer(), Prompt("p0", "1+1="))  # no chat template: the characters, no specials
+    [4, 66, 4, 70]
+    """
+    messages = prompt_messages(prompt)
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if messages is None and use_chat_template and has_template:
+        messages = [{"role": "user", "content": prompt.prompt}]  # type: ignore[dict-item]
+    if messages is not None:
+        if not has_template:
+            raise ValueError(f"prompt {prompt.prompt_id!r} is a list of chat messages but the tokenizer has no "
+                             "chat_template; set tokenizer.chat_template or pass the prompt as a string")
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    else:
+        text = prompt.prompt
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not ids:
+        raise ValueError(f"prompt {prompt.prompt_id!r} encodes to zero tokens; a completion needs a non-empty prompt")
+    return ids

@@ -1,0 +1,283 @@
+"""Sampling with an offline vLLM engine colocated with the trainer (same process, same GPU).
+
+The engine is built once from the trainer model's checkpoint (``model.name_or_path``, or ``model_path``) and is kept
+in sync by :meth:`VLLMGenerator.load_weights`, which the trainer calls after each optimizer step. The sync follows the
+approach TRL 1.16 takes in colocate mode (``trl/generation/vllm_generation.py``): stream ``(name, tensor)`` pairs of
+the HF model into the engine's own ``model.load_weights``, then reset the prefix cache, since cached KV blocks were
+computed with the old weights. vLLM's own ``reload_weights`` would re-read the checkpoint from disk, not the
+trained weights.
+
+The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before it is built, unless the caller set it),
+so the engine's model is a Python object here and the weights are copied GPU to GPU without serialisation. If the
+engine runs in a separate process anyway, weights are sent through ``LLM.collective_rpc`` as CPU tensors (slow; a
+warning says so).
+
+Sleep mode (``enable_sleep_mode=True``) frees the engine's GPU memory while the trainer runs: call :meth:`sleep`
+after sampling; :meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default)
+the weights are discarded while asleep, which is free because they are overwritten by the next sync anyway; a
+``generate`` after such a sleep re-pushes the weights of the model this generator was built with.
+
+Per request, ``generate`` asks for ``SamplingParams(n=num_samples, temperature, top_p, max_tokens, logprobs=0, seed)``
+on the prompt's token ids from :func:`~reinforce_ada.generation.prompting.encode_prompt` (the same ids the HF backend
+and the trainer use). ``logprobs=0`` returns the sampled token's log-probability only; with the default
+``logprobs_mode="processed_logprobs"`` it is taken after vLLM's logits processing (temperature included), the
+quantity closest to the HF backend's ``log softmax(logits / temperature)``.
+
+vLLM is an optional dependency: ``pip install reinforce-ada[vllm]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.types import Completion
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["VLLMGenerator", "named_weights"]
+
+_INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
+# Wrappers that rename parameters but are not part of the checkpoint's names.
+_WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "_fsdp_wrapped_module.")
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError(_INSTALL_HINT) from err
+    return vllm
+
+
+def named_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` pairs of ``model`` under the names of its checkpoint (what ``load_weights`` expects).
+
+    Parameters shared between modules (tied embeddings) appear once, as in ``named_parameters``; wrapper prefixes
+    added by activation checkpointing or ``torch.compile`` are removed.
+    """
+    for name, param in model.named_parameters():
+        for prefix in _WRAPPER_PREFIXES:
+            name = name.replace(prefix, "")
+        yield name, param.detach()
+
+
+def _load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]]) -> int:
+    """Run inside a vLLM worker (``collective_rpc``): load ``weights`` into its model; return how many."""
+    runner = worker.model_runner
+    model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+    model.load_weights(weights)
+    return len(weights)
+
+
+class VLLMGenerator:
+    """:class:`~reinforce_ada.sampler.Generator` backed by an offline ``vllm.LLM`` engine.
+
+    Args:
+        model: the trainer's HF model (its ``name_or_path`` is loaded by the engine and its parameters are pushed by
+            :meth:`load_weights`), or a checkpoint path for sampling only (evaluation).
+        tokenizer: the HF tokenizer; prompts are encoded and completions decoded with it.
+        model_path: the checkpoint the engine loads, when it is not ``model.name_or_path``.
+        max_new_tokens: the most tokens sampled per completion (``max_tokens``).
+        temperature: sampling temperature (> 0).
+        top_p: nucleus sampling mass in (0, 1].
+        use_chat_template: apply the tokenizer's chat template to plain-string prompts (see ``encode_prompt``).
+        seed: when set, request ``i`` of call ``c`` samples with the seed drawn from ``SeedSequence([seed, c])``, so
+            runs repeat and successive rounds differ; the engine is built with ``seed`` too.
+        gpu_memory_utilization: the fraction of GPU memory the engine may take (weights + KV cache); leave room for
+            the trainer's model, gradients and optimizer state.
+        dtype: the engine's weight dtype (``"auto"``: the checkpoint's).
+        max_model_len: the longest prompt + completion the engine serves (``None``: the model's).
+        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs.
+        sleep_level: 1 offloads the weights to CPU memory, 2 discards them (they are re-pushed before sampling).
+        logprobs: ask vLLM for the sampled tokens' log-probabilities (``SamplingParams.logprobs=0``).
+        logprobs_mode: vLLM's ``logprobs_mode`` engine option (``None``: the engine's default).
+        engine_kwargs: further ``vllm.LLM`` keyword arguments (``tensor_parallel_size``, ``enforce_eager``, ...).
+    """
+
+    name = "vllm"
+
+    def __init__(self, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
+                 temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
+                 seed: int | None = None, gpu_memory_utilization: float = 0.3, dtype: str = "auto",
+                 max_model_len: int | None = None, enable_sleep_mode: bool = False, sleep_level: int = 2,
+                 logprobs: bool = True, logprobs_mode: str | None = "processed_logprobs",
+                 enable_prefix_caching: bool = True, engine_kwargs: dict[str, Any] | None = None):
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0 (sampling), got {temperature!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        if not 0 < gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+        if sleep_level not in (1, 2):
+            raise ValueError(f"sleep_level must be 1 (offload weights) or 2 (discard weights), got {sleep_level!r}")
+        path = model_path or (model if isinstance(model, (str, os.PathLike)) else getattr(model, "name_or_path", ""))
+        if not path:
+            raise ValueError("VLLMGenerator needs a checkpoint for the engine: the model has no name_or_path; "
+                             "pass model_path=")
+        vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
+
+        self.model = None if isinstance(model, (str, os.PathLike)) else model
+        self.tokenizer = tokenizer
+        self.model_path = str(path)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.use_chat_template = use_chat_template
+        self.seed = seed
+        self.logprobs = logprobs
+        self.enable_sleep_mode = enable_sleep_mode
+        self.sleep_level = sleep_level
+        self.num_calls = 0
+        self._weights_asleep = False
+        self._kv_cache_asleep = False
+        self._weights_discarded = False
+        self._sampling_params_cls = vllm.SamplingParams
+
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: direct weight loading
+        llm_kwargs: dict[str, Any] = dict(model=self.model_path, dtype=dtype,
+                                          gpu_memory_utilization=gpu_memory_utilization,
+                                          max_model_len=max_model_len, enable_sleep_mode=enable_sleep_mode,
+                                          enable_prefix_caching=enable_prefix_caching)
+        if seed is not None:
+            llm_kwargs["seed"] = seed
+        if logprobs_mode is not None:
+            llm_kwargs["logprobs_mode"] = logprobs_mode
+        llm_kwargs.update(engine_kwargs or {})
+        logger.info("building the vLLM engine for %s (gpu_memory_utilization=%s)", self.model_path,
+                    gpu_memory_utilization)
+        self.llm = vllm.LLM(**llm_kwargs)
+
+    # -- the Generator protocol -------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        for request in requests:
+            if not isinstance(request.num_samples, int) or request.num_samples < 0:
+                raise ValueError(f"request for prompt {request.prompt.prompt_id!r} has num_samples="
+                                 f"{request.num_samples!r}; expected a non-negative integer")
+        encoded = [encode_prompt(self.tokenizer, r.prompt, self.use_chat_template) for r in requests]
+        outputs: list[list[Completion]] = [[] for _ in requests]
+        live = [i for i, r in enumerate(requests) if r.num_samples > 0]
+        if not live:
+            return outputs
+        seeds = self._request_seeds(len(requests))
+        self.num_calls += 1
+        self._wake_for_sampling()
+        params = [self._sampling_params(requests[i].num_samples, None if seeds is None else int(seeds[i]))
+                  for i in live]
+        results = self.llm.generate([{"prompt_token_ids": encoded[i]} for i in live], sampling_params=params,
+                                    use_tqdm=False)
+        if len(results) != len(live):
+            raise RuntimeError(f"vLLM returned {len(results)} outputs for {len(live)} prompts")
+        for i, result in zip(live, results):
+            outputs[i] = [self._completion(requests[i].prompt.prompt_id, sample) for sample in result.outputs]
+        return outputs
+
+    # -- weights and memory -----------------------------------------------------------------------------------------
+    def load_weights(self, model: Any) -> int:
+        """Copy ``model``'s parameters into the engine (after each optimizer step); return how many were pushed."""
+        if self._weights_asleep:
+            self._empty_cache()
+            self.llm.wake_up(tags=["weights"])
+            self._weights_asleep = self._weights_discarded = False
+        engine_model = self._engine_model()
+        if engine_model is not None:
+            num = 0
+
+            def counted() -> Iterator[tuple[str, Any]]:
+                nonlocal num
+                for pair in named_weights(model):
+                    num += 1
+                    yield pair
+
+            engine_model.load_weights(counted())
+        else:
+            logger.warning("the vLLM engine runs in another process; sending the weights through collective_rpc "
+                           "as CPU tensors (slow). Set VLLM_ENABLE_V1_MULTIPROCESSING=0 before building it.")
+            weights = [(name, tensor.cpu()) for name, tensor in named_weights(model)]
+            self.llm.collective_rpc(_load_weights_on_worker, args=(weights,))
+            num = len(weights)
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        self.model = model
+        return num
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory until the next :meth:`load_weights` / :meth:`generate` (sleep mode only)."""
+        if not self.enable_sleep_mode or (self._weights_asleep and self._kv_cache_asleep):
+            return
+        self.llm.sleep(level=self.sleep_level)
+        self._weights_asleep = self._kv_cache_asleep = True
+        self._weights_discarded = self.sleep_level == 2
+
+    def _wake_for_sampling(self) -> None:
+        if self._weights_asleep:
+            if self._weights_discarded:
+                if self.model is None:
+                    raise RuntimeError("the engine slept at level 2 (weights discarded) and this generator has no "
+                                       "model to re-push; call load_weights(model) before generate")
+                self.load_weights(self.model)  # wakes the weights up, then overwrites them
+            else:
+                self._empty_cache()
+                self.llm.wake_up(tags=["weights"])
+                self._weights_asleep = False
+        if self._kv_cache_asleep:
+            self._empty_cache()
+            self.llm.wake_up(tags=["kv_cache"])
+            self._kv_cache_asleep = False
+
+    def _engine_model(self) -> Any:
+        """The engine's ``nn.Module`` when the engine runs in this process, else ``None``."""
+        executor = getattr(getattr(self.llm, "llm_engine", None), "model_executor", None)
+        worker = getattr(executor, "driver_worker", None)
+        worker = getattr(worker, "worker", None) or worker  # WorkerWrapperBase -> the worker
+        runner = getattr(worker, "model_runner", None)
+        if runner is None:
+            return None
+        return runner.get_model() if hasattr(runner, "get_model") else getattr(runner, "model", None)
+
+    @staticmethod
+    def _empty_cache() -> None:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover - torch is a dependency
+            pass
+
+    # -- conversion -------------------------------------------------------------------------------------------------
+    def _request_seeds(self, num: int) -> np.ndarray | None:
+        if self.seed is None:
+            return None
+        return np.random.SeedSequence([self.seed, self.num_calls]).generate_state(num) % (2**31 - 1)
+
+    def _sampling_params(self, n: int, seed: int | None) -> Any:
+        kwargs: dict[str, Any] = dict(n=n, temperature=self.temperature, top_p=self.top_p,
+                                      max_tokens=self.max_new_tokens, logprobs=0 if self.logprobs else None)
+        if seed is not None:
+            kwargs["seed"] = seed
+        return self._sampling_params_cls(**kwargs)
+
+    def _completion(self, prompt_id: Any, sample: Any) -> Completion:
+        token_ids = list(sample.token_ids)
+        logprobs = None
+        if self.logprobs and sample.logprobs is not None:
+            logprobs = []
+            for token, step in zip(token_ids, sample.logprobs):
+                entry = step[token]
+                logprobs.append(float(getattr(entry, "logprob", entry)))
+            if len(logprobs) != len(token_ids) or any(math.isnan(x) for x in logprobs):
+                logger.warning("vLLM returned %d log-probs (NaN among them: %s) for %d tokens of prompt %r; "
+                               "dropping them", len(logprobs), any(math.isnan(x) for x in logprobs), len(token_ids),
+                               prompt_id)
+                logprobs = None
+        return Completion(prompt_id=prompt_id, text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
+                          token_ids=token_ids, logprobs=logprobs,
+                          finish_reason="length" if sample.finish_reason == "length" else "stop")
