@@ -1,0 +1,197 @@
+"""VLLMGenerator against a fake ``vllm`` module: request -> SamplingParams, output conversion, weight sync, sleep."""
+
+import sys
+import types
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from reinforce_ada.generation import VLLMGenerator, encode_prompt, get_generator
+from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+from reinforce_ada.sampler import GenerationRequest, Generator
+from reinforce_ada.types import Prompt
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class FakeEngineModel:
+    def __init__(self):
+        self.loaded: list[tuple[str, torch.Tensor]] = []
+
+    def load_weights(self, weights):
+        self.loaded.extend(weights)
+
+
+class FakeLLM:
+    """Answers each prompt with n samples: sample j is the prompt's last token + j + 1, then EOS for odd j."""
+
+    instances: list["FakeLLM"] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls: list[tuple[list, list]] = []
+        self.events: list[str] = []
+        self.engine_model = FakeEngineModel()
+        runner = SimpleNamespace(model=self.engine_model)
+        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
+            model_runner=runner)))
+        FakeLLM.instances.append(self)
+
+    def generate(self, prompts, sampling_params, use_tqdm):
+        self.events.append("generate")
+        self.calls.append((prompts, sampling_params))
+        results = []
+        for prompt, params in zip(prompts, sampling_params):
+            samples = []
+            for j in range(params.kwargs["n"]):
+                tokens = [prompt["prompt_token_ids"][-1] + j + 1] + ([1] if j % 2 else [])
+                logprobs = [{t: SimpleNamespace(logprob=-0.5 * (k + 1), rank=1)} for k, t in enumerate(tokens)]
+                samples.append(SimpleNamespace(token_ids=tokens, logprobs=logprobs, text="ignored",
+                                               finish_reason="stop" if j % 2 else "length"))
+            results.append(SimpleNamespace(outputs=samples))
+        return results
+
+    def reset_prefix_cache(self):
+        self.events.append("reset_prefix_cache")
+
+    def sleep(self, level):
+        self.events.append(f"sleep{level}")
+
+    def wake_up(self, tags=None):
+        self.events.append("wake_up:" + ",".join(tags or []))
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.LLM = FakeLLM
+    module.SamplingParams = FakeSamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    FakeLLM.instances.clear()
+    return module
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_char_tokenizer()
+
+
+def test_missing_vllm_gives_an_install_hint(monkeypatch, tokenizer):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
+    with pytest.raises(ImportError, match=r"pip install reinforce-ada\[vllm\]"):
+        VLLMGenerator("some/checkpoint", tokenizer)
+
+
+def test_engine_options_reach_vllm_LLM(fake_vllm, tokenizer):
+    gen = get_generator("vllm", "ckpt/dir", tokenizer, gpu_memory_utilization=0.4, dtype="bfloat16",
+                        max_model_len=512, enable_sleep_mode=True, seed=3, engine_kwargs={"enforce_eager": True})
+    assert isinstance(gen, Generator)
+    kwargs = FakeLLM.instances[-1].kwargs
+    assert kwargs["model"] == "ckpt/dir"
+    assert (kwargs["gpu_memory_utilization"], kwargs["dtype"], kwargs["max_model_len"]) == (0.4, "bfloat16", 512)
+    assert kwargs["enable_sleep_mode"] is True and kwargs["seed"] == 3 and kwargs["enforce_eager"] is True
+    assert kwargs["logprobs_mode"] == "processed_logprobs"
+    model = build_tiny_model()
+    model.name_or_path = "trainer/ckpt"
+    VLLMGenerator(model, tokenizer)
+    assert FakeLLM.instances[-1].kwargs["model"] == "trainer/ckpt"
+
+
+def test_requests_map_to_sampling_params_and_outputs_convert(fake_vllm, tokenizer):
+    gen = VLLMGenerator("ckpt", tokenizer, max_new_tokens=7, temperature=0.8, top_p=0.9, seed=11)
+    requests = [GenerationRequest(Prompt("a", "1+1="), 3), GenerationRequest(Prompt("skip", "2="), 0),
+                GenerationRequest(Prompt("b", "12*3="), 2)]
+    out = gen.generate(requests)
+    llm = FakeLLM.instances[-1]
+    prompts, params = llm.calls[-1]
+    assert prompts == [{"prompt_token_ids": encode_prompt(tokenizer, requests[0].prompt)},
+                       {"prompt_token_ids": encode_prompt(tokenizer, requests[2].prompt)}]  # zero-sample skipped
+    for p, n in zip(params, (3, 2)):
+        assert {k: v for k, v in p.kwargs.items() if k != "seed"} == dict(
+            n=n, temperature=0.8, top_p=0.9, max_tokens=7, logprobs=0)
+    seeds = [p.kwargs["seed"] for p in params]
+    assert len(set(seeds)) == 2
+    assert [len(o) for o in out] == [3, 0, 2]
+    last_a = encode_prompt(tokenizer, requests[0].prompt)[-1]
+    for j, c in enumerate(out[0]):
+        assert c.prompt_id == "a"
+        expected_ids = [last_a + j + 1] + ([1] if j % 2 else [])
+        assert list(c.token_ids) == expected_ids
+        assert c.logprobs == [-0.5 * (k + 1) for k in range(len(expected_ids))]
+        assert c.finish_reason == ("stop" if j % 2 else "length")
+        assert c.text == tokenizer.decode(expected_ids, skip_special_tokens=True) and "<eos>" not in c.text
+    # the next call (next sampler round) draws with other seeds; a same-seeded generator repeats them
+    gen.generate(requests)
+    assert [p.kwargs["seed"] for p in llm.calls[-1][1]] != seeds
+    VLLMGenerator("ckpt", tokenizer, max_new_tokens=7, temperature=0.8, top_p=0.9, seed=11).generate(requests)
+    assert [p.kwargs["seed"] for p in FakeLLM.instances[-1].calls[-1][1]] == seeds
+    expected = np.random.SeedSequence([11, 0]).generate_state(3) % (2**31 - 1)
+    assert seeds == [int(expected[0]), int(expected[2])]
+
+
+def test_without_logprobs(fake_vllm, tokenizer):
+    gen = VLLMGenerator("ckpt", tokenizer, logprobs=False)
+    out = gen.generate([GenerationRequest(Prompt("a", "1="), 2)])
+    assert FakeLLM.instances[-1].calls[-1][1][0].kwargs["logprobs"] is None
+    assert all(c.logprobs is None for c in out[0])
+
+
+def test_load_weights_pushes_every_parameter_and_resets_the_cache(fake_vllm, tokenizer):
+    model = build_tiny_model()
+    model.name_or_path = "ckpt"
+    gen = VLLMGenerator(model, tokenizer)
+    llm = FakeLLM.instances[-1]
+    num = gen.load_weights(model)
+    names = [name for name, _ in llm.engine_model.loaded]
+    assert num == len(names) == len(list(model.named_parameters()))
+    assert names == [name for name, _ in model.named_parameters()]  # checkpoint names, tied lm_head once
+    params = dict(model.named_parameters())
+    assert all(torch.equal(tensor, params[name]) for name, tensor in llm.engine_model.loaded)
+    assert llm.events[-1] == "reset_prefix_cache"
+
+
+def test_sleep_mode_wakes_and_resyncs(fake_vllm, tokenizer):
+    model = build_tiny_model()
+    model.name_or_path = "ckpt"
+    gen = VLLMGenerator(model, tokenizer, enable_sleep_mode=True)  # sleep_level=2: weights discarded
+    llm = FakeLLM.instances[-1]
+    request = [GenerationRequest(Prompt("a", "1="), 1)]
+    gen.sleep()
+    gen.load_weights(model)  # the trainer's step: weights woken up, then overwritten
+    gen.generate(request)  # only the KV cache needs waking
+    gen.generate(request)  # awake: nothing to do
+    assert llm.events == ["sleep2", "wake_up:weights", "reset_prefix_cache", "wake_up:kv_cache", "generate",
+                          "generate"]
+    llm.events.clear()
+    gen.sleep()
+    gen.generate(request)  # slept without a sync: the stored model's weights are pushed again
+    assert llm.events == ["sleep2", "wake_up:weights", "reset_prefix_cache", "wake_up:kv_cache", "generate"]
+    assert len(llm.engine_model.loaded) == 2 * len(list(model.named_parameters()))
+
+
+def test_sleep_is_a_no_op_without_sleep_mode(fake_vllm, tokenizer):
+    gen = VLLMGenerator("ckpt", tokenizer)
+    gen.sleep()
+    gen.generate([GenerationRequest(Prompt("a", "1="), 1)])
+    assert FakeLLM.instances[-1].events == ["generate"]
+
+
+def test_bad_options_fail_before_building_the_engine(fake_vllm, tokenizer):
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMGenerator("ckpt", tokenizer, gpu_memory_utilization=1.5)
+    with pytest.raises(ValueError, match="sleep_level"):
+        VLLMGenerator("ckpt", tokenizer, sleep_level=3)
+    with pytest.raises(ValueError, match="model_path"):
+        VLLMGenerator(SimpleNamespace(name_or_path=""), tokenizer)
+    assert FakeLLM.instances == []
+
+
+def test_unknown_backend_names_the_available_ones(tokenizer):
+    with pytest.raises(ValueError, match="unknown generator 'nope'; available: hf, vllm"):
+        get_generator("nope", None, tokenizer)
