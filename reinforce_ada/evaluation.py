@@ -1,0 +1,260 @@
+"""Evaluation: sample ``k`` completions per prompt, score them, report Ave@k, pass@1 and pass@k per dataset.
+
+For a prompt with ``n`` scored samples of which ``c`` are correct (reward above ``threshold``):
+
+* **Ave@k** is the accuracy ``c / n`` averaged over prompts -- the metric of the Reinforce-Ada paper (Ave@32).
+* **pass@k** is the unbiased estimator of Chen et al. (2021, "Evaluating Large Language Models Trained on Code",
+  eq. 1): ``1 - C(n - c, k) / C(n, k)``, averaged over prompts. It is computed in the product form
+  ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)``, which never forms the huge binomials.
+* **pass@1** from the same samples is ``c / n`` again, so it equals Ave@k by construction; both are reported because
+  papers name it either way.
+
+A failed verification (``None``) counts as incorrect and is counted in ``num_verifier_failures``. The overall row
+averages each metric over datasets weighted by their number of prompts. ``evaluate`` can write every generation to a
+jsonl file (dataset, prompt id, prompt, reference answer, completion text, reward, correct, finish reason).
+
+The ``reinforce-ada eval`` subcommand (:func:`add_cli`) loads a safetensors checkpoint, builds the data sources
+(``task:NAME`` for a built-in task's test split, anything else through ``reinforce_ada.data.load_prompts``) and prints
+a table or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from reinforce_ada.sampler import GenerationRequest, Generator, Verifier, generate_with_retries, score, \
+    validate_prompts
+from reinforce_ada.types import Prompt
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["add_cli", "evaluate", "format_results", "pass_at_k"]
+
+METRICS = ("ave@k", "pass@1", "pass@k")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples with ``c`` correct: ``1 - C(n-c, k) / C(n, k)`` (Chen et al., 2021).
+
+    >>> pass_at_k(4, 1, 2)  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    0.5
+    >>> pass_at_k(10, 0, 5), pass_at_k(10, 6, 5)  # nothing correct; fewer than k incorrect
+    (0.0, 1.0)
+    """
+    for name, value in (("n", n), ("c", c), ("k", k)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"pass_at_k: {name} must be an int, got {value!r}")
+    if not 0 <= c <= n:
+        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:  # every k-subset holds a correct sample
+        return 1.0
+    failure = 1.0  # C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i)
+    for i in range(n - c + 1, n + 1):
+        failure *= 1.0 - k / i
+    return 1.0 - failure
+
+
+def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], datasets: Mapping[str, Sequence[Prompt]],
+             k: int, *, out_jsonl: str | Path | None = None, batch_size: int = 64, threshold: float = 0.5,
+             progress: bool = True) -> dict[str, Any]:
+    """Ave@k, pass@1 and pass@k per dataset and overall (weighted by number of prompts).
+
+    Args:
+        generator: asked for ``k`` completions of each prompt, ``batch_size`` prompts per call.
+        verifier: one verifier for every dataset, or a mapping from dataset name to its verifier.
+        datasets: dataset name -> prompts (ids unique within a dataset).
+        k: samples per prompt.
+        out_jsonl: when set, every generation is written there, one JSON object per line.
+        threshold: a completion is correct when its reward is above this.
+        progress: show a tqdm bar over prompt batches.
+
+    Returns:
+        ``{"k": k, "datasets": {name: {"num_prompts", "num_samples", "num_verifier_failures", "ave@k", "pass@1",
+        "pass@k"}}, "average": {"num_prompts", "ave@k", "pass@1", "pass@k"}}``.
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not datasets:
+        raise ValueError("datasets is empty: nothing to evaluate")
+    verifiers = dict(verifier) if isinstance(verifier, Mapping) else {name: verifier for name in datasets}
+    missing = [name for name in datasets if name not in verifiers]
+    if missing:
+        raise ValueError(f"no verifier given for dataset(s) {missing}")
+    checked = {}
+    for name, prompts in datasets.items():
+        try:
+            checked[name] = validate_prompts(prompts)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"dataset {name!r}: {err}") from None
+
+    from tqdm.auto import tqdm
+
+    sink = open(out_jsonl, "w", encoding="utf-8") if out_jsonl is not None else None
+    results: dict[str, Any] = {"k": k, "datasets": {}, "average": {}}
+    try:
+        for name, prompts in checked.items():
+            sums = dict.fromkeys(METRICS, 0.0)
+            num_samples = num_failures = 0
+            starts = range(0, len(prompts), batch_size)
+            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=not progress):
+                batch = prompts[start:start + batch_size]
+                outputs = generate_with_retries(generator, [GenerationRequest(p, k) for p in batch], retries=0)
+                flat_prompts = [p for p, completions in zip(batch, outputs) for _ in completions]
+                flat = [c for completions in outputs for c in completions]
+                rewards = score(verifiers[name], flat_prompts, flat) if flat else []
+                position = 0
+                for prompt, completions in zip(batch, outputs):
+                    prompt_rewards = rewards[position:position + len(completions)]
+                    position += len(completions)
+                    correct = [r is not None and r > threshold for r in prompt_rewards]
+                    num_failures += sum(r is None for r in prompt_rewards)
+                    num_samples += len(completions)
+                    for metric, value in _prompt_metrics(prompt, len(correct), sum(correct), k).items():
+                        sums[metric] += value
+                    if sink is not None:
+                        for completion, reward, ok in zip(completions, prompt_rewards, correct):
+                            sink.write(json.dumps({
+                                "dataset": name, "prompt_id": prompt.prompt_id, "prompt": prompt.prompt,
+                                "answer": prompt.answer, "completion": completion.text, "reward": reward,
+                                "correct": ok, "finish_reason": completion.finish_reason}, default=str) + "\n")
+            row = {"num_prompts": len(prompts), "num_samples": num_samples, "num_verifier_failures": num_failures}
+            row.update({metric: sums[metric] / len(prompts) for metric in METRICS})
+            results["datasets"][name] = row
+            logger.info("%s: %d prompts, Ave@%d %.4f, pass@%d %.4f", name, len(prompts), k, row["ave@k"], k,
+                        row["pass@k"])
+    finally:
+        if sink is not None:
+            sink.close()
+    rows = results["datasets"].values()
+    total = sum(row["num_prompts"] for row in rows)
+    results["average"] = {"num_prompts": total}
+    results["average"].update({metric: sum(row[metric] * row["num_prompts"] for row in rows) / total
+                               for metric in METRICS})
+    return results
+
+
+def _prompt_metrics(prompt: Prompt, n: int, c: int, k: int) -> dict[str, float]:
+    if n == 0:
+        logger.warning("prompt %r got no completion; it counts as wrong", prompt.prompt_id)
+        return dict.fromkeys(METRICS, 0.0)
+    if n < k:
+        logger.warning("prompt %r got %d completions for k=%d; its pass@k is pass@%d", prompt.prompt_id, n, k, n)
+    return {"ave@k": c / n, "pass@1": c / n, "pass@k": pass_at_k(n, c, min(k, n))}
+
+
+def format_results(results: Mapping[str, Any]) -> str:
+    """A plain-text table of :func:`evaluate`'s results, one row per dataset plus the weighted average."""
+    k = results["k"]
+    header = ("dataset", "prompts", f"Ave@{k}", "pass@1", f"pass@{k}")
+    rows = [(name, str(row["num_prompts"]), *(f"{100 * row[m]:.2f}" for m in METRICS))
+            for name, row in results["datasets"].items()]
+    average = results["average"]
+    rows.append(("average (by prompts)", str(average["num_prompts"]), *(f"{100 * average[m]:.2f}" for m in METRICS)))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)])
+
+
+# -- command line ---------------------------------------------------------------------------------------------------
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``reinforce-ada eval``."""
+    p = subparsers.add_parser("eval", help="Ave@k / pass@k of a checkpoint on one or more data sources",
+                              description="Sample k completions per prompt from a safetensors checkpoint, score them "
+                                          "and print Ave@k, pass@1 and pass@k per data source.")
+    p.add_argument("--model", required=True, help="checkpoint directory (config, safetensors weights, tokenizer)")
+    p.add_argument("--data", required=True, action="append", metavar="SOURCE",
+                   help="a data source for reinforce_ada.data.load_prompts, or task:NAME for a built-in task's test "
+                        "split; repeat for several")
+    p.add_argument("--k", type=int, default=32, help="samples per prompt (default: %(default)s)")
+    p.add_argument("--backend", default="hf", choices=("hf", "vllm"), help="generation backend (default: hf)")
+    p.add_argument("--max-new-tokens", type=int, default=1024, help="(default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=1.0, help="(default: %(default)s)")
+    p.add_argument("--top-p", type=float, default=1.0, help="(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=64, help="prompts per generation call (default: %(default)s)")
+    p.add_argument("--verifier", default=None,
+                   help="verifier name for every source (default: a task's own verifier, else 'math')")
+    p.add_argument("--prompt-key", default=None, help="field holding the prompt (load_prompts)")
+    p.add_argument("--answer-key", default=None, help="field holding the reference answer (load_prompts)")
+    p.add_argument("--template", default=None, help="prompt template with {prompt} (load_prompts)")
+    p.add_argument("--system-prompt", default=None, help="system message (load_prompts)")
+    p.add_argument("--split", default=None, help="dataset split (load_prompts)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="at most this many prompts per source (task:NAME sources: how many to draw; default 200)")
+    p.add_argument("--no-chat-template", action="store_true", help="send string prompts without the chat template")
+    p.add_argument("--out", default=None, help="write every generation to this jsonl file")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise ValueError(f"--k must be positive, got {args.k}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be positive, got {args.limit}")
+    if len(set(args.data)) != len(args.data):
+        raise ValueError(f"--data names a source twice: {args.data}")
+    model_dir = Path(args.model)
+    if not model_dir.is_dir():
+        raise ValueError(f"--model {args.model!r} is not a checkpoint directory")
+
+    from reinforce_ada.data import get_task, load_prompts
+    from reinforce_ada.verifiers import get_verifier
+
+    datasets: dict[str, list[Prompt]] = {}
+    verifier_names: dict[str, str] = {}
+    load_options = {key: getattr(args, key) for key in ("prompt_key", "answer_key", "template", "system_prompt",
+                                                        "split", "limit") if getattr(args, key) is not None}
+    for source in args.data:
+        if source.startswith("task:"):
+            task = get_task(source.removeprefix("task:"))
+            datasets[source] = list(task.prompts(args.limit or 200, seed=args.seed, split="test"))
+            verifier_names[source] = args.verifier or task.verifier_name
+        else:
+            datasets[source] = list(load_prompts(source, **load_options))
+            verifier_names[source] = args.verifier or "math"
+        if not datasets[source]:
+            raise ValueError(f"--data {source!r} gave no prompts")
+    verifiers = {source: get_verifier(name) for source, name in verifier_names.items()}
+
+    from transformers import AutoTokenizer
+
+    from reinforce_ada.generation import get_generator
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                   use_chat_template=not args.no_chat_template, seed=args.seed)
+    if args.backend == "vllm":
+        generator = get_generator("vllm", str(model_dir), tokenizer, **options)
+    else:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModelForCausalLM.from_pretrained(model_dir, use_safetensors=True,
+                                                     dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+        generator = get_generator("hf", model.to(device), tokenizer, **options)
+
+    results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
+                       progress=not args.json)
+    results["model"] = str(model_dir)
+    results["verifiers"] = verifier_names
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(f"{model_dir}: k={args.k}, temperature={args.temperature}, top_p={args.top_p}, "
+              f"max_new_tokens={args.max_new_tokens}")
+        print(format_results(results))
+        if args.out:
+            print(f"wrote {Path(args.out).resolve()}")
+    return 0

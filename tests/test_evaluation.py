@@ -1,0 +1,153 @@
+"""pass@k against hand arithmetic and brute force; evaluate() with a scripted generator whose rewards are known."""
+
+import itertools
+import json
+import math
+
+import pytest
+
+from reinforce_ada.evaluation import evaluate, format_results, pass_at_k
+from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.types import Completion, Prompt
+
+
+# -- pass@k ----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, c, k, expected", [
+    (4, 1, 2, 1 - 3 / 6),             # 1 - C(3,2)/C(4,2)
+    (5, 2, 2, 1 - 3 / 10),            # 1 - C(3,2)/C(5,2)
+    (10, 3, 1, 3 / 10),               # pass@1 is c/n
+    (10, 3, 4, 1 - 35 / 210),         # 1 - C(7,4)/C(10,4)
+    (32, 1, 32, 1.0),                 # k = n: any correct sample passes
+    (32, 0, 8, 0.0),
+    (6, 5, 2, 1.0),                   # n - c < k
+    (8, 2, 3, 1 - 20 / 56),           # 1 - C(6,3)/C(8,3)
+])
+def test_pass_at_k_hand_values(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_at_k_matches_brute_force_enumeration():
+    """The fraction of k-subsets of n samples (c correct) containing at least one correct sample."""
+    for n in range(1, 8):
+        for c in range(n + 1):
+            samples = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(samples, k))
+                brute = sum(any(s) for s in subsets) / len(subsets)
+                assert pass_at_k(n, c, k) == pytest.approx(brute, abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_is_stable_for_large_n():
+    # 1 - C(900, 100) / C(1000, 100) through log-gamma, where the binomials overflow a float
+    log_ratio = (math.lgamma(901) - math.lgamma(801) - math.lgamma(1001) + math.lgamma(901))
+    assert pass_at_k(1000, 100, 100) == pytest.approx(1 - math.exp(log_ratio), rel=1e-9)
+
+
+@pytest.mark.parametrize("n, c, k", [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
+def test_pass_at_k_rejects_bad_counts(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+# -- evaluate ---------------------------------------------------------------------------------------------------------
+class ScriptedGenerator:
+    """Returns, for each prompt, completions whose text is the planned reward ("1", "0" or "x" for unscorable)."""
+
+    def __init__(self):
+        self.calls: list[list[tuple]] = []
+
+    def generate(self, requests):
+        self.calls.append([(r.prompt.prompt_id, r.num_samples) for r in requests])
+        out = []
+        for r in requests:
+            plan = r.prompt.metadata["plan"]
+            out.append([Completion(r.prompt.prompt_id, plan[i % len(plan)], finish_reason="stop")
+                        for i in range(r.num_samples)])
+        return out
+
+
+def verifier(prompts, completions):
+    return [None if c.text == "x" else float(c.text) for c in completions]
+
+
+def prompt(pid, plan):
+    return Prompt(pid, f"question {pid}", answer="42", metadata={"plan": plan})
+
+
+def test_evaluate_reports_known_metrics(tmp_path):
+    k = 4
+    datasets = {
+        "alpha": [prompt("a0", "1100"), prompt("a1", "0000"), prompt("a2", "1111")],
+        "beta": [prompt("b0", "10x0"), prompt("b1", "0001")],
+    }
+    gen = ScriptedGenerator()
+    out = tmp_path / "gens.jsonl"
+    results = evaluate(gen, verifier, datasets, k, out_jsonl=out, batch_size=2, progress=False)
+
+    alpha = results["datasets"]["alpha"]
+    assert alpha["ave@k"] == pytest.approx((2 / 4 + 0 / 4 + 4 / 4) / 3)
+    assert alpha["pass@1"] == pytest.approx(alpha["ave@k"])
+    assert alpha["pass@k"] == pytest.approx((1 + 0 + 1) / 3)
+    assert (alpha["num_prompts"], alpha["num_samples"], alpha["num_verifier_failures"]) == (3, 12, 0)
+    beta = results["datasets"]["beta"]
+    assert beta["ave@k"] == pytest.approx((1 / 4 + 1 / 4) / 2)  # the unscorable sample counts as wrong
+    assert beta["pass@k"] == pytest.approx(1.0)
+    assert beta["num_verifier_failures"] == 1
+    average = results["average"]
+    assert average["num_prompts"] == 5
+    assert average["ave@k"] == pytest.approx((3 * alpha["ave@k"] + 2 * beta["ave@k"]) / 5)
+    assert average["pass@k"] == pytest.approx((3 * (2 / 3) + 2 * 1.0) / 5)
+    assert results["k"] == 4
+
+    # batches of 2 prompts, k samples each
+    assert gen.calls == [[("a0", 4), ("a1", 4)], [("a2", 4)], [("b0", 4), ("b1", 4)]]
+
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 20
+    assert lines[0] == {"dataset": "alpha", "prompt_id": "a0", "prompt": "question a0", "answer": "42",
+                        "completion": "1", "reward": 1.0, "correct": True, "finish_reason": "stop"}
+    unscorable = [line for line in lines if line["completion"] == "x"]
+    assert unscorable == [{"dataset": "beta", "prompt_id": "b0", "prompt": "question b0", "answer": "42",
+                           "completion": "x", "reward": None, "correct": False, "finish_reason": "stop"}]
+    table = format_results(results)
+    assert "Ave@4" in table and "average (by prompts)" in table and "66.67" in table
+
+
+def test_pass_at_k_within_evaluate_uses_the_estimator():
+    """k samples: pass@k of one prompt is 1 if any is correct; pass@1 is c/k."""
+    results = evaluate(ScriptedGenerator(), verifier, {"d": [prompt("p", "01")]}, 2, progress=False)
+    row = results["datasets"]["d"]
+    assert (row["pass@1"], row["pass@k"]) == (0.5, 1.0)
+
+
+def test_evaluate_per_dataset_verifiers_and_bad_input():
+    datasets = {"a": [prompt("p", "1")], "b": [prompt("q", "1")]}
+    flipped = lambda prompts, completions: [1.0 - float(c.text) for c in completions]  # noqa: E731
+    results = evaluate(ScriptedGenerator(), {"a": verifier, "b": flipped}, datasets, 1, progress=False)
+    assert results["datasets"]["a"]["ave@k"] == 1.0 and results["datasets"]["b"]["ave@k"] == 0.0
+    with pytest.raises(ValueError, match="no verifier"):
+        evaluate(ScriptedGenerator(), {"a": verifier}, datasets, 1, progress=False)
+    with pytest.raises(ValueError, match="k must be"):
+        evaluate(ScriptedGenerator(), verifier, datasets, 0, progress=False)
+    with pytest.raises(ValueError, match="dataset 'd'.*duplicated"):
+        evaluate(ScriptedGenerator(), verifier, {"d": [prompt("p", "1"), prompt("p", "0")]}, 1, progress=False)
+
+
+def test_evaluate_with_the_hf_backend_on_the_tiny_model(tmp_path):
+    import torch
+
+    from reinforce_ada.generation import get_generator
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
+    torch.set_num_threads(1)
+    gen = get_generator("hf", build_tiny_model(), build_char_tokenizer(), max_new_tokens=4, seed=0)
+    digit_first = lambda prompts, completions: [float(c.text[:1].isdigit()) for c in completions]  # noqa: E731
+    out = tmp_path / "gens.jsonl"
+    results = evaluate(gen, digit_first, {"d": [Prompt(i, f"{i}+1=") for i in range(3)]}, 4, out_jsonl=out,
+                       progress=False)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 12 and {line["prompt_id"] for line in lines} == {0, 1, 2}
+    rewards = [line["reward"] for line in lines]
+    assert results["datasets"]["d"]["ave@k"] == pytest.approx(sum(rewards) / 12)
+    per_prompt_any = [any(line["reward"] for line in lines if line["prompt_id"] == i) for i in range(3)]
+    assert results["datasets"]["d"]["pass@k"] == pytest.approx(sum(per_prompt_any) / 3)
