@@ -1,0 +1,117 @@
+"""A :class:`~reinforce_ada.sampler.Generator` that generates with a ``GRPOTrainer``'s own machinery.
+
+Every round the sampler asks for ``num_samples`` completions of each still-active prompt. This adapter expands the
+requests into one row per completion (the prompt's token ids repeated) and hands the rows to
+``GRPOTrainer._generate_single_turn(rows, None, {}, num_generations=1)`` -- the same call TRL makes, so plain
+``transformers`` generation, continuous batching, vLLM *server* mode (main process only, after a gather) and vLLM
+*colocate* mode all work, with TRL's sampling parameters, weight syncing and per-token log-probabilities.
+
+**Every process takes part in every round.** Processes hold different prompts, which need different numbers of
+rounds and completions, but several backends are collective: vLLM server mode gathers all rows to the main process
+and slices the answer back assuming equal row counts; colocate mode with tensor parallelism all-gathers within the TP
+group; ZeRO-3 / FSDP gather parameters around generation. So each round is::
+
+    R = all_reduce_max(number of rows this process needs)      # 0 once a process's sampler has finished
+    if R == 0: every process is done -> stop
+    pad this process's rows to R with a filler prompt, generate, drop the filler completions
+
+A process whose prompts have all exited calls :meth:`TRLGenerator.finish`, which keeps joining rounds with 0 rows
+until the all-reduce returns 0 -- i.e. until every process has finished. All processes therefore run the same number
+of rounds (the maximum over processes) and enter every collective the same number of times. The filler is the first
+prompt of the process's batch (a realistic length; its completions are discarded). With one process nothing is
+reduced or padded.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.types import Completion
+
+logger = logging.getLogger(__name__)
+
+PROMPT_IDS_KEY = "trl_prompt_ids"
+"""``Prompt.metadata`` key holding the prompt's token ids (tokenized by TRL's ``_tokenize_prompts``)."""
+
+
+class TRLGenerator:
+    """Generate through ``trainer._generate_single_turn``; keep all processes in lock-step (see module doc)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.filler_prompt_ids: list[int] | None = None
+        """Token ids used to pad this process's rows in a round (set by the trainer at the start of each step)."""
+        self.num_rounds = 0
+        """Generation rounds this process took part in since :meth:`reset` (including :meth:`finish` rounds)."""
+        self.num_filler_rows = 0
+        """Rows generated only to keep the processes in step, since :meth:`reset`."""
+
+    @property
+    def num_processes(self) -> int:
+        return self.trainer.accelerator.num_processes
+
+    def reset(self, filler_prompt_ids: list[int]) -> None:
+        self.filler_prompt_ids = list(filler_prompt_ids)
+        self.num_rounds = 0
+        self.num_filler_rows = 0
+
+    # -- Generator protocol -----------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        rows: list[list[int]] = []
+        for request in requests:
+            prompt_ids = request.prompt.metadata.get(PROMPT_IDS_KEY)
+            if prompt_ids is None:
+                raise KeyError(f"prompt {request.prompt.prompt_id!r} has no metadata[{PROMPT_IDS_KEY!r}]; "
+                               "TRLGenerator needs the prompt's token ids")
+            rows.extend([list(prompt_ids)] * request.num_samples)
+        if not rows:
+            raise ValueError("TRLGenerator.generate got no rows to generate; use finish() to idle")
+        target = self._agree(len(rows))
+        completion_ids, logprobs = self._generate_rows(rows, target)
+        eos = set(self.trainer.eos_token_ids)
+        texts = self.trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        outputs: list[list[Completion]] = []
+        start = 0
+        for request in requests:
+            completions = []
+            for j in range(start, start + request.num_samples):
+                ids = list(completion_ids[j])
+                completions.append(Completion(
+                    prompt_id=request.prompt.prompt_id, text=texts[j], token_ids=ids,
+                    logprobs=list(logprobs[j]) if logprobs is not None else None,
+                    finish_reason="stop" if ids and ids[-1] in eos else "length"))
+            outputs.append(completions)
+            start += request.num_samples
+        return outputs
+
+    def finish(self) -> None:
+        """Idle in lock-step until every process's sampler has finished (returns at once with one process)."""
+        while (target := self._agree(0)) > 0:
+            self._generate_rows([], target)
+
+    # -- internals --------------------------------------------------------------------------------------------------
+    def _agree(self, num_rows: int) -> int:
+        """The most rows any process needs this round (collective when there are several processes)."""
+        if self.num_processes == 1:
+            return num_rows
+        import torch
+
+        accelerator = self.trainer.accelerator
+        counts = accelerator.gather(torch.tensor([num_rows], dtype=torch.long, device=accelerator.device))
+        return int(counts.max().item())
+
+    def _generate_rows(self, rows: list[list[int]], target: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """Generate one completion per row, padding to ``target`` rows when several processes run in step."""
+        num_real = len(rows)
+        if self.num_processes > 1 and num_real < target:
+            if self.filler_prompt_ids is None:
+                raise RuntimeError("TRLGenerator.reset(filler_prompt_ids) must be called before a multi-process step")
+            rows = rows + [self.filler_prompt_ids] * (target - num_real)
+            self.num_filler_rows += target - num_real
+        self.num_rounds += 1
+        completion_ids, logprobs = self.trainer._generate_single_turn(rows, None, {}, 1)
+        completion_ids = [list(ids) for ids in completion_ids[:num_real]]
+        logprobs = [list(lp) for lp in logprobs[:num_real]] if logprobs is not None else None
+        return completion_ids, logprobs

@@ -1,0 +1,67 @@
+"""Two CPU processes (gloo) training AdaGRPOTrainer: the processes agree on the number of rounds and training completes.
+
+``trl_two_process.py`` gives one process prompts that exit after one round and the other prompts that never exit
+(all ``max_rounds`` rounds). Without the lock-step protocol of ``TRLGenerator`` the first process would leave the
+sampling loop and enter TRL's next collective while the second still sampled -- a hang (caught here by the timeout)
+or a collective mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+SCRIPT = Path(__file__).with_name("trl_two_process.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MAX_ROUNDS = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_agree_on_rounds(tmp_path):
+    accelerate = shutil.which("accelerate")
+    if accelerate is None:
+        pytest.skip("the accelerate launcher is not on PATH")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    # --multi_gpu makes accelerate start the processes with torch.distributed.run; the script's use_cpu=True makes
+    # them train on the CPU with the gloo backend (no GPU is needed).
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           str(SCRIPT), str(tmp_path)]
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"the two-process run did not finish in 300 s (a collective hang?)\n{err.stderr}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    results = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
+    assert [r["num_processes"] for r in results] == [2, 2]
+    assert [r["backend"] for r in results] == ["gloo", "gloo"]
+    assert [r["global_step"] for r in results] == [2, 2]  # training completed on both processes
+    assert all(r["params_changed"] for r in results)
+    history = [r["history"] for r in results]
+    for step in range(2):
+        local = sorted(h[step]["rounds_local"] for h in history)
+        joined = [h[step]["rounds_in_step"] for h in history]
+        # One process needed 1 round, the other all of them; both took part in the same number of rounds.
+        assert local == [1, MAX_ROUNDS]
+        assert joined == [MAX_ROUNDS, MAX_ROUNDS]
+        # The early process padded the 3 rounds it idled through with the other's 2 prompts x 2 samples.
+        assert sorted(h[step]["filler_rows"] for h in history) == [0, 3 * 2 * 2]
+    assert results[0]["logged_rounds"] == results[1]["logged_rounds"] == [MAX_ROUNDS, MAX_ROUNDS]
