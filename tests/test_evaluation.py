@@ -139,7 +139,18 @@ def test_evaluate_with_the_hf_backend_on_the_tiny_model(tmp_path):
     from reinforce_ada.generation import get_generator
     from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny model is far faster on one thread on a shared machine
+    try:
+        _check_tiny_model_evaluation(tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_tiny_model_evaluation(tmp_path):
+    from reinforce_ada.generation import get_generator
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
     gen = get_generator("hf", build_tiny_model(), build_char_tokenizer(), max_new_tokens=4, seed=0)
     digit_first = lambda prompts, completions: [float(c.text[:1].isdigit()) for c in completions]  # noqa: E731
     out = tmp_path / "gens.jsonl"

@@ -60,12 +60,26 @@ def named_weights(model: Any) -> Iterator[tuple[str, Any]]:
     """``(name, tensor)`` pairs of ``model`` under the names of its checkpoint (what ``load_weights`` expects).
 
     Parameters shared between modules (tied embeddings) appear once, as in ``named_parameters``; wrapper prefixes
-    added by activation checkpointing or ``torch.compile`` are removed.
+    added by activation checkpointing or ``torch.compile`` are removed. A PEFT (LoRA) model has its adapters merged
+    while the weights are read -- the engine serves the merged base model -- and unmerged once the iteration ends.
     """
-    for name, param in model.named_parameters():
-        for prefix in _WRAPPER_PREFIXES:
-            name = name.replace(prefix, "")
-        yield name, param.detach()
+    is_peft = callable(getattr(model, "merge_adapter", None)) and callable(getattr(model, "unmerge_adapter", None))
+    if is_peft:
+        model.merge_adapter()
+    try:
+        adapter_prefix = getattr(model, "prefix", "lora_") if is_peft else None
+        for name, param in model.named_parameters():
+            if is_peft:
+                if adapter_prefix in name or "original_module" in name:
+                    continue  # adapter weights are merged; a module-to-save's frozen original is not served
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                name = name.replace("modules_to_save.default.", "")
+            for prefix in _WRAPPER_PREFIXES:
+                name = name.replace(prefix, "")
+            yield name, param.detach()
+    finally:
+        if is_peft:
+            model.unmerge_adapter()
 
 
 def _load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]]) -> int:

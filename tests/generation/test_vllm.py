@@ -195,3 +195,26 @@ def test_bad_options_fail_before_building_the_engine(fake_vllm, tokenizer):
 def test_unknown_backend_names_the_available_ones(tokenizer):
     with pytest.raises(ValueError, match="unknown generator 'nope'; available: hf, vllm"):
         get_generator("nope", None, tokenizer)
+
+
+def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
+    from peft import LoraConfig, get_peft_model
+
+    from reinforce_ada.generation.vllm import named_weights
+
+    base = build_tiny_model()
+    expected_names = [name for name, _ in base.named_parameters()]
+    model = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.fill_(0.1)  # a non-zero update, so merged differs from base
+    q_name = "model.layers.0.self_attn.q_proj.weight"
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    base_q = layer.base_layer.weight.detach().clone()
+    delta = (layer.lora_B["default"].weight @ layer.lora_A["default"].weight) * layer.scaling["default"]
+    pairs = {name: tensor.clone() for name, tensor in named_weights(model)}
+    assert list(pairs) == expected_names
+    torch.testing.assert_close(pairs[q_name], base_q + delta)
+    assert not layer.merged  # unmerged again after the iteration
+    torch.testing.assert_close(layer.base_layer.weight, base_q)
