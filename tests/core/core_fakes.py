@@ -26,14 +26,16 @@ class ScriptedGenerator:
     """``script[prompt_id]`` is the flat sequence of rewards that prompt's completions get, in the order drawn.
 
     A prompt whose script runs out gets ``default`` rewards. ``calls`` holds ``[(prompt_id, num_samples), ...]`` per
-    ``generate`` call; ``fail_on_calls`` makes the listed (1-based) calls raise.
+    ``generate`` call; ``fail_on_calls`` makes the listed (1-based) calls raise; ``max_return`` caps how many
+    completions one request gets back (a backend that returns fewer than asked).
     """
 
     def __init__(self, script: dict | Callable[[object, int], float | str | None], default: float = 0.0,
-                 fail_on_calls: Sequence[int] = ()):
+                 fail_on_calls: Sequence[int] = (), max_return: int | None = None):
         self.script = script
         self.default = default
         self.fail_on_calls = set(fail_on_calls)
+        self.max_return = max_return
         self.calls: list[list[tuple[object, int]]] = []
         self.num_attempts = 0
         self.drawn: dict[object, int] = defaultdict(int)
@@ -52,8 +54,9 @@ class ScriptedGenerator:
         outputs = []
         for request in requests:
             pid = request.prompt.prompt_id
-            texts = [reward_text(self._reward(pid, self.drawn[pid] + j)) for j in range(request.num_samples)]
-            self.drawn[pid] += request.num_samples
+            num = request.num_samples if self.max_return is None else min(request.num_samples, self.max_return)
+            texts = [reward_text(self._reward(pid, self.drawn[pid] + j)) for j in range(num)]
+            self.drawn[pid] += num
             outputs.append([Completion(pid, t) for t in texts])
         return outputs
 

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
-from reinforce_ada.config import SamplerConfig
+from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.exits import get_exit_rule
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
 
 REWARDS = st.sampled_from([0.0, 1.0, 0.0, 1.0, 0.25, 0.75, -1.0, 2.5, None])
 
@@ -46,14 +46,16 @@ def scenarios(draw):
         positive_threshold=draw(st.sampled_from([0.5, 0.0, 0.9])),
         seed=draw(st.integers(0, 2**16)),
     )
-    return config, script
+    max_return = draw(st.sampled_from([None, None, 1, max(1, m - 1)]))
+    return config, script, max_return
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_sampler_invariants(scenario):
-    cfg, script = scenario
-    generator, verifier = ScriptedGenerator(script), ScriptedVerifier()
+    cfg, script, max_return = scenario
+    generator, verifier = ScriptedGenerator(script, max_return=max_return), ScriptedVerifier()
+    returned = cfg.samples_per_round if max_return is None else min(cfg.samples_per_round, max_return)
     prompts = make_prompts(list(script))
     batch = AdaptiveSampler(generator, verifier, cfg).sample(prompts)
     m, n = cfg.samples_per_round, cfg.group_size
@@ -77,7 +79,7 @@ def test_sampler_invariants(scenario):
             assert asked_in[-1] == pool.exit_round
         else:
             assert len(asked_in) == len(rounds)
-        assert pool.num_drawn == generator.drawn[pid] == m * len(asked_in) <= cfg.max_samples
+        assert pool.num_drawn == generator.drawn[pid] == returned * len(asked_in) <= cfg.max_samples
         assert pool.num_rounds == len(asked_in)
 
         # The pool is exactly the scored completions, and its statistics are numpy's.
@@ -143,3 +145,50 @@ def test_sampler_invariants(scenario):
     assert batch.metrics["num_verifier_failures"] == sum(p.num_verifier_failures for p in batch.pools.values())
     assert math.isclose(batch.metrics["samples_per_prompt"], sum(generator.drawn.values()) / len(prompts))
     assert sum(s.num_exits for s in batch.rounds) == sum(p.exited for p in batch.pools.values())
+
+
+@st.composite
+def dynamic_scenarios(draw):
+    group_size = draw(st.integers(2, 5))
+    num_prompts = draw(st.integers(1, 25))
+    # Each prompt is all-wrong, all-right or mixed; mixed prompts have signal.
+    kinds = draw(st.lists(st.sampled_from(["0", "1", "mixed"]), min_size=num_prompts, max_size=num_prompts))
+    script = {pid: ([0.0] * group_size if kind == "0" else [1.0] * group_size if kind == "1"
+                    else [1.0] + [0.0] * (group_size - 1)) for pid, kind in enumerate(kinds)}
+    config = DynamicSamplingConfig(batch_size=draw(st.integers(1, 8)), group_size=group_size,
+                                   generation_batch_size=draw(st.integers(1, 8)),
+                                   max_generation_batches=draw(st.integers(1, 5)), seed=draw(st.integers(0, 99)))
+    return config, script, kinds
+
+
+@settings(max_examples=80, deadline=None)
+@given(dynamic_scenarios())
+def test_dynamic_sampler_invariants(scenario):
+    cfg, script, kinds = scenario
+    generator = ScriptedGenerator(script)
+    batch = DynamicSampler(generator, ScriptedVerifier(), cfg).sample(make_prompts(list(script)))
+    calls = requested_ids(generator)
+    consumed = [pid for call in calls for pid in call]
+    # Prompts are drawn in order, generation_batch_size at a time, each once, with group_size samples.
+    assert consumed == list(range(len(consumed)))
+    assert all(len(call) <= cfg.generation_batch_size for call in calls)
+    assert all(num == cfg.group_size for call in generator.calls for _, num in call)
+    assert len(calls) <= cfg.max_generation_batches
+    signal_ids = [pid for pid in consumed if kinds[pid] == "mixed"]
+    # Kept groups: the first batch_size signal prompts, in order, each a full group with signal.
+    assert [g.prompt_id for g in batch.groups] == signal_ids[: cfg.batch_size]
+    assert all(g.has_signal and len(g.completions) == cfg.group_size for g in batch.groups)
+    filled = len(signal_ids) >= cfg.batch_size
+    assert batch.metrics["batch_filled"] == float(filled)
+    if not filled:  # it only stops short when out of prompts or out of generation batches
+        assert len(consumed) == len(script) or len(calls) == cfg.max_generation_batches
+    else:  # and it stops as soon as the batch is full
+        assert len(signal_ids[: cfg.batch_size]) == cfg.batch_size
+        last_call_signal = [pid for pid in calls[-1] if kinds[pid] == "mixed"]
+        assert len(signal_ids) - len(last_call_signal) < cfg.batch_size
+    assert batch.metrics["num_prompts_consumed"] == len(consumed) == batch.num_prompts
+    assert batch.metrics["total_samples"] == cfg.group_size * len(consumed)
+    assert batch.metrics["signal_fraction"] == pytest.approx(len(signal_ids) / len(consumed))
+    # Group-local advantages: one positive in a group of n gets 1 - 1/n.
+    expected = [r - 1.0 / cfg.group_size for g in batch.groups for r in g.rewards]
+    np.testing.assert_allclose(batch.advantages, expected, atol=1e-12)
