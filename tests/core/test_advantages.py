@@ -121,7 +121,7 @@ def test_loop_matches_vectorised_on_random_uneven_groups(seed, normalize_std):
     np.testing.assert_allclose(got_pool, expected, rtol=1e-10, atol=1e-10)
 
 
-# -- the unbiased importance-weight variant ------------------------------------------------------------------------------
+# -- the unbiased importance-weight variant --------------------------------------------------------------------------
 @pytest.mark.parametrize("num_pos, num_neg, group_size", [(2, 5, 4), (1, 7, 4), (5, 3, 6), (6, 10, 4), (3, 3, 5)])
 def test_importance_weighted_group_estimate_is_unbiased_for_the_pool_mean(num_pos, num_neg, group_size):
     pool_is_positive = np.array([True] * num_pos + [False] * num_neg)

@@ -15,7 +15,7 @@ CORE_DIR = Path(reinforce_ada.core.__file__).parent
 
 
 def loaded_top_level_modules(*statements: str) -> list[set[str]]:
-    """Top-level modules in ``sys.modules`` after each statement, each run in its own fresh interpreter (in parallel)."""
+    """Top-level modules in ``sys.modules`` after each statement, each in a fresh interpreter (run in parallel)."""
     procs = [subprocess.Popen([sys.executable, "-c", f"{s}\n{_TOP_LEVEL}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for s in statements]
     results = []
