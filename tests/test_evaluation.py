@@ -162,3 +162,90 @@ def _check_tiny_model_evaluation(tmp_path):
     assert results["datasets"]["d"]["ave@k"] == pytest.approx(sum(rewards) / 12)
     per_prompt_any = [any(line["reward"] for line in lines if line["prompt_id"] == i) for i in range(3)]
     assert results["datasets"]["d"]["pass@k"] == pytest.approx(sum(per_prompt_any) / 3)
+
+
+# -- command line ------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
+    path = tmp_path_factory.mktemp("tiny")
+    build_tiny_model().save_pretrained(path)
+    build_char_tokenizer().save_pretrained(path)
+    return path
+
+
+def run_eval(argv):
+    import argparse
+
+    from reinforce_ada.evaluation import add_cli
+
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["eval", *argv])
+    return args.func(args)
+
+
+def test_cli_with_stand_in_data_and_verifier_modules(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+    """The CLI's wiring: task: sources vs load_prompts, verifier choice, jsonl and JSON output."""
+    import sys
+    import types
+
+    import torch
+
+    calls = {}
+
+    class Task:
+        verifier_name = "digit"
+
+        def prompts(self, num, seed, split):
+            calls["task"] = (num, seed, split)
+            return [Prompt(f"t{i}", f"{i}+{i}=") for i in range(num)]
+
+    def load_prompts(source, **options):
+        calls["load_prompts"] = (source, options)
+        return [Prompt("f0", "9-3="), Prompt("f1", "2*2=")]
+
+    def get_verifier(name):
+        calls.setdefault("verifiers", []).append(name)
+        if name == "digit":
+            return lambda prompts, completions: [float(c.text[:1].isdigit()) for c in completions]
+        return lambda prompts, completions: [1.0 for _ in completions]
+
+    data = types.ModuleType("reinforce_ada.data")
+    data.get_task = lambda name: calls.setdefault("task_name", name) and Task()
+    data.load_prompts = load_prompts
+    verifiers = types.ModuleType("reinforce_ada.verifiers")
+    verifiers.get_verifier = get_verifier
+    monkeypatch.setitem(sys.modules, "reinforce_ada.data", data)
+    monkeypatch.setitem(sys.modules, "reinforce_ada.verifiers", verifiers)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = tmp_path / "gens.jsonl"
+        code = run_eval(["--model", str(tiny_checkpoint), "--data", "task:arith", "--data", "file.jsonl",
+                         "--k", "3", "--max-new-tokens", "4", "--limit", "2", "--prompt-key", "question",
+                         "--template", "Q: {prompt}", "--out", str(out), "--json"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    assert calls["task_name"] == "arith" and calls["task"] == (2, 0, "test")
+    assert calls["load_prompts"] == ("file.jsonl", {"prompt_key": "question", "template": "Q: {prompt}", "limit": 2})
+    assert calls["verifiers"] == ["digit", "math"]  # the task's own verifier; --verifier's default for files
+    results = json.loads(capsys.readouterr().out)
+    assert results["k"] == 3 and results["verifiers"] == {"task:arith": "digit", "file.jsonl": "math"}
+    assert results["datasets"]["file.jsonl"] == {"num_prompts": 2, "num_samples": 6, "num_verifier_failures": 0,
+                                                 "ave@k": 1.0, "pass@1": 1.0, "pass@k": 1.0}
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    task_rewards = [line["reward"] for line in lines if line["dataset"] == "task:arith"]
+    assert len(lines) == 12 and results["datasets"]["task:arith"]["ave@k"] == pytest.approx(sum(task_rewards) / 6)
+    assert results["average"]["num_prompts"] == 4
+
+
+def test_cli_rejects_bad_arguments_before_loading(tmp_path):
+    with pytest.raises(ValueError, match="not a checkpoint directory"):
+        run_eval(["--model", str(tmp_path / "missing"), "--data", "x"])
+    with pytest.raises(ValueError, match="twice"):
+        run_eval(["--model", str(tmp_path), "--data", "x", "--data", "x"])
+    with pytest.raises(ValueError, match="--k"):
+        run_eval(["--model", str(tmp_path), "--data", "x", "--k", "0"])
