@@ -56,7 +56,8 @@ class RecordingTrainer(AdaGRPOTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self.loss_inputs.append({k: inputs[k].detach().cpu().clone() for k in
-                                 ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")})
+                                 ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
+                                  "sampling_per_token_logps") if k in inputs})
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
@@ -203,3 +204,63 @@ def test_reward_verifier_weights_and_none():
     trainer.reward_funcs, trainer.reward_func_names = [never], ["never"]
     trainer.reward_weights = torch.tensor([1.0])
     assert TRLRewardVerifier(trainer)([prompt], [Completion(0, "2")]) == [None]
+
+
+# -- vLLM colocate mode: TRL's own VLLMGeneration code, with only vLLM's LLM engine faked --------------------------------
+class FakeLLM:
+    """Stands in for ``vllm.LLM``: one random completion per prompt (``n=1``), every token's logprob -0.5."""
+
+    def __init__(self, vocab_size, eos_token_id):
+        self.vocab_size, self.eos_token_id = vocab_size, eos_token_id
+        self.generator = torch.Generator().manual_seed(0)
+        self.calls: list[int] = []
+        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
+            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=lambda weights: None)))))
+
+    def reset_prefix_cache(self):
+        pass
+
+    def generate(self, prompts, sampling_params, use_tqdm=False):
+        assert sampling_params["n"] == 1
+        self.calls.append(len(prompts))
+        outputs = []
+        for prompt in prompts:
+            length = int(torch.randint(1, sampling_params["max_tokens"] + 1, (1,), generator=self.generator))
+            ids = torch.randint(3, self.vocab_size, (length,), generator=self.generator).tolist()
+            if length < sampling_params["max_tokens"]:
+                ids[-1] = self.eos_token_id
+            logprobs = [{t: SimpleNamespace(logprob=-0.5, rank=1)} for t in ids]
+            outputs.append(SimpleNamespace(prompt_token_ids=prompt["prompt_token_ids"],
+                                           outputs=[SimpleNamespace(token_ids=ids, logprobs=logprobs)]))
+        return outputs
+
+
+def test_vllm_colocate_mode_generates_every_round_through_trl(tmp_path, monkeypatch):
+    from trl.generation import vllm_generation
+
+    from reinforce_ada.models.tiny import TINY_VOCAB
+
+    tokenizer = build_char_tokenizer()
+    fake = FakeLLM(len(TINY_VOCAB), tokenizer.eos_token_id)
+
+    def fake_init_vllm(self):
+        self.llm, self._llm_weights_sleeping = fake, False
+
+    monkeypatch.setattr(vllm_generation.VLLMGeneration, "_init_vllm", fake_init_vllm)
+    monkeypatch.setattr(vllm_generation, "SamplingParams", lambda **kwargs: kwargs, raising=False)
+    dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="]})
+    args = base_args(tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=1, max_completion_length=6)
+    trainer = RecordingTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=args,
+                               train_dataset=dataset, processing_class=tokenizer)
+    trainer.train()
+
+    batch = trainer.batches[0]
+    # One vLLM call per round, holding exactly the rows the round asked for.
+    assert fake.calls == [stats.num_samples for stats in batch.rounds]
+    assert sum(fake.calls) == sum(p.num_drawn for p in batch.pools.values())
+    # vLLM's sampling log-probabilities reach TRL's importance-sampling correction, one per completion token.
+    inputs = trainer.loss_inputs[0]
+    mask = inputs["completion_mask"].bool()
+    assert torch.all(inputs["sampling_per_token_logps"][mask] == -0.5)
+    # ... and the trained advantages are still the sampler's (TRL shuffles rows, so compare as multisets).
+    assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(batch.advantages.tolist()), abs=1e-6)

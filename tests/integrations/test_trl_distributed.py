@@ -1,4 +1,5 @@
-"""Two CPU processes (gloo) training AdaGRPOTrainer: the processes agree on the number of rounds and training completes.
+"""Two CPU processes (gloo) training AdaGRPOTrainer: the processes agree on the number of rounds and training completes,
+with TRL's plain generation and with TRL's vLLM server-mode code (HTTP client faked; see trl_two_process.py).
 
 ``trl_two_process.py`` gives one process prompts that exit after one round and the other prompts that never exit
 (all ``max_rounds`` rounds). Without the lock-step protocol of ``TRLGenerator`` the first process would leave the
@@ -51,17 +52,25 @@ def test_two_processes_agree_on_rounds(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     results = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
-    assert [r["num_processes"] for r in results] == [2, 2]
-    assert [r["backend"] for r in results] == ["gloo", "gloo"]
-    assert [r["global_step"] for r in results] == [2, 2]  # training completed on both processes
-    assert all(r["params_changed"] for r in results)
-    history = [r["history"] for r in results]
-    for step in range(2):
-        local = sorted(h[step]["rounds_local"] for h in history)
-        joined = [h[step]["rounds_in_step"] for h in history]
-        # One process needed 1 round, the other all of them; both took part in the same number of rounds.
-        assert local == [1, MAX_ROUNDS]
-        assert joined == [MAX_ROUNDS, MAX_ROUNDS]
-        # The early process padded the 3 rounds it idled through with the other's 2 prompts x 2 samples.
-        assert sorted(h[step]["filler_rows"] for h in history) == [0, 3 * 2 * 2]
-    assert results[0]["logged_rounds"] == results[1]["logged_rounds"] == [MAX_ROUNDS, MAX_ROUNDS]
+    for mode in ("plain", "server"):
+        runs = [r[mode] for r in results]
+        assert [r["num_processes"] for r in runs] == [2, 2]
+        assert [r["backend"] for r in runs] == ["gloo", "gloo"]
+        assert [r["global_step"] for r in runs] == [2, 2]  # training completed on both processes
+        assert all(r["params_changed"] for r in runs)
+        for step in range(2):
+            local = sorted(r["history"][step]["rounds_local"] for r in runs)
+            joined = [r["history"][step]["rounds_in_step"] for r in runs]
+            # One process needed 1 round, the other all of them; both took part in the same number of rounds.
+            assert local == [1, MAX_ROUNDS], mode
+            assert joined == [MAX_ROUNDS, MAX_ROUNDS], mode
+            # The early process padded the 3 rounds it idled through with the other's 2 prompts x 2 samples.
+            assert sorted(r["history"][step]["filler_rows"] for r in runs) == [0, 3 * 2 * 2], mode
+        assert runs[0]["logged_rounds"] == runs[1]["logged_rounds"] == [MAX_ROUNDS, MAX_ROUNDS]
+
+    # vLLM server mode: only the main process talks to the server -- one request per round, holding both processes'
+    # rows (2 prompts x 2 samples each, the idle process's padded to match), and one weight sync per step.
+    main, other = results[0]["server"], results[1]["server"]
+    assert other["client_calls"] is None
+    assert main["client_calls"] == [{"num_prompts": 2 * 2 * 2, "n": 1}] * (2 * MAX_ROUNDS)
+    assert main["weight_syncs"] == 2
