@@ -27,8 +27,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reinforce_ada.sampler import GenerationRequest, Generator, Verifier, generate_with_retries, score, \
-    validate_prompts
+from reinforce_ada.sampler import GenerationError, GenerationRequest, Generator, Verifier, score, validate_prompts
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -107,7 +106,9 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
             starts = range(0, len(prompts), batch_size)
             for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=not progress):
                 batch = prompts[start:start + batch_size]
-                outputs = generate_with_retries(generator, [GenerationRequest(p, k) for p in batch], retries=0)
+                outputs = list(generator.generate([GenerationRequest(p, k) for p in batch]))
+                if len(outputs) != len(batch):
+                    raise GenerationError(f"generator returned {len(outputs)} outputs for {len(batch)} requests")
                 flat_prompts = [p for p, completions in zip(batch, outputs) for _ in completions]
                 flat = [c for completions in outputs for c in completions]
                 rewards = score(verifiers[name], flat_prompts, flat) if flat else []
