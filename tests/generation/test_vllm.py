@@ -218,3 +218,20 @@ def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
     torch.testing.assert_close(pairs[q_name], base_q + delta)
     assert not layer.merged  # unmerged again after the iteration
     torch.testing.assert_close(layer.base_layer.weight, base_q)
+
+
+def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, tokenizer):
+    from reinforce_ada.generation.vllm import _load_weights_on_worker
+
+    model = build_tiny_model()
+    model.name_or_path = "ckpt"
+    gen = VLLMGenerator(model, tokenizer)
+    llm = FakeLLM.instances[-1]
+    llm.llm_engine = SimpleNamespace()  # multiprocess engine: no model_executor in this process
+    worker = SimpleNamespace(model_runner=SimpleNamespace(get_model=lambda: llm.engine_model))
+    llm.collective_rpc = lambda fn, args=(): [fn(worker, *args)]
+    assert gen.load_weights(model) == len(list(model.named_parameters()))
+    assert all(t.device.type == "cpu" for _, t in llm.engine_model.loaded)
+    assert [n for n, _ in llm.engine_model.loaded] == [n for n, _ in model.named_parameters()]
+    assert llm.events[-1] == "reset_prefix_cache"
+    assert _load_weights_on_worker(worker, [("x", torch.zeros(1))]) == 1
