@@ -248,7 +248,7 @@ class TrainConfig:
     """Share of GPU memory vLLM may take (colocated with training)."""
 
     # -- optimisation (the paper's names) ----------------------------------------------------------------------------
-    learning_rate: float = 2e-3
+    learning_rate: float = 1e-3
     """AdamW learning rate (the paper: 1e-6 for a 1.5B model; the tiny demo needs far more)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -276,7 +276,7 @@ class TrainConfig:
     """k3 KL penalty to the initial (reference) policy."""
 
     # -- run ---------------------------------------------------------------------------------------------------------
-    max_steps: int = 60
+    max_steps: int = 100
     """Training steps (each: sample a batch, then ``ppo_epochs`` of updates)."""
     seed: int = 0
     """Seed for data order, sampling and initialisation."""
@@ -286,7 +286,7 @@ class TrainConfig:
     """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
     """Continue from the latest checkpoint in ``output_dir``."""
-    eval_steps: int = 0
+    eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int = 200
     """Held-out prompts for sampled accuracy."""
