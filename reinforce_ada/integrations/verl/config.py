@@ -1,0 +1,139 @@
+"""The ``algorithm.reinforce_ada`` block of verl's hydra config, read into a :class:`SamplerConfig`.
+
+verl keeps its settings in one hydra/OmegaConf tree; ours live under ``algorithm.reinforce_ada`` and use the
+:class:`~reinforce_ada.config.SamplerConfig` field names (the paper's names)::
+
+    algorithm:
+      adv_estimator: reinforce_ada
+      reinforce_ada:
+        samples_per_round: 8      # M
+        max_rounds: 4             # N
+        exit_rule: balanced
+        selection: balanced
+        normalize_std: false
+
+``group_size`` (n) is *not* set here: it is verl's ``actor_rollout_ref.rollout.n``, the number of rows per prompt the
+trainer expects back from generation. Every check runs here, before Ray starts or a model loads, and a bad value
+raises :class:`~reinforce_ada.config.ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from reinforce_ada.config import ConfigError, SamplerConfig
+
+ESTIMATOR_NAME = "reinforce_ada"
+"""The name the advantage estimator is registered under (``algorithm.adv_estimator``)."""
+
+SAMPLER_KEYS = (
+    "samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection", "unexited",
+    "advantage", "normalize_std", "epsilon", "allocation", "on_verifier_failure", "generation_retries", "seed",
+)
+"""Keys accepted under ``algorithm.reinforce_ada`` (each is the :class:`SamplerConfig` field of the same name)."""
+
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+"""Holds ``reinforce_ada_trainer.yaml``: verl's ``ppo_trainer`` plus this plugin's settings."""
+CONFIG_NAME = "reinforce_ada_trainer"
+
+AGENT_LOOP_MANAGER_FQN = "reinforce_ada.integrations.verl.agent_loop.ReinforceAdaAgentLoopManager"
+"""What ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` must name for the sampler to run."""
+
+
+def _to_plain(node: Any) -> Any:
+    """An OmegaConf node (or anything mapping-like) as plain Python containers."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover -- omegaconf always comes with verl
+        pass
+    if isinstance(node, Mapping):
+        return {k: _to_plain(v) for k, v in node.items()}
+    return node
+
+
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    node = config
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
+    return default if node is None else node
+
+
+def sampler_settings(algorithm: Any) -> dict[str, Any]:
+    """The ``reinforce_ada`` block of an ``algorithm`` config as a plain dict (empty when absent).
+
+    >>> sampler_settings({"reinforce_ada": {"max_rounds": 2}})
+    {'max_rounds': 2}
+    """
+    block = _get(algorithm, ESTIMATOR_NAME, {}) or {}
+    block = _to_plain(block)
+    if not isinstance(block, dict):
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME} must be a mapping (got {type(block).__name__})")
+    unknown = sorted(set(block) - set(SAMPLER_KEYS))
+    if unknown:
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME} has unknown key(s) {unknown}; accepted: {list(SAMPLER_KEYS)} "
+                          "(group_size is actor_rollout_ref.rollout.n)")
+    return {k: v for k, v in block.items() if v is not None}
+
+
+def sampler_config_from_verl(config: Any) -> SamplerConfig:
+    """Build the sampler's config from a full verl config (``algorithm.reinforce_ada`` + ``rollout.n``).
+
+    >>> cfg = sampler_config_from_verl({"algorithm": {"reinforce_ada": {"samples_per_round": 8, "max_rounds": 4}},
+    ...                                 "actor_rollout_ref": {"rollout": {"n": 4}}})
+    >>> (cfg.samples_per_round, cfg.max_rounds, cfg.group_size)
+    (8, 4, 4)
+    """
+    settings = sampler_settings(_get(config, "algorithm", {}))
+    group_size = _get(config, "actor_rollout_ref.rollout.n")
+    if group_size is None:
+        raise ConfigError("actor_rollout_ref.rollout.n is missing: it is the group size n the trainer trains on")
+    try:
+        return SamplerConfig(group_size=int(group_size), **settings)
+    except ConfigError as err:
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME}: {err}") from None
+
+
+def estimator_settings(algorithm: Any) -> tuple[str, bool, float]:
+    """``(advantage mode, normalize_std, epsilon)`` for the estimator, from the same block with the same defaults."""
+    settings = sampler_settings(algorithm)
+    defaults = SamplerConfig()
+    return (settings.get("advantage", defaults.advantage), bool(settings.get("normalize_std", defaults.normalize_std)),
+            float(settings.get("epsilon", defaults.epsilon)))
+
+
+def check_verl_config(config: Any) -> SamplerConfig:
+    """Reject settings this plugin cannot honour, with the key to change; return the sampler config.
+
+    Checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected, because verl's v1 trainer
+    streams rollouts through TransferQueue and never hands a whole prompt batch to the agent-loop manager; the
+    agent-loop manager is ours; no in-reward KL (the pool baseline is over raw rewards); the sampler settings.
+    """
+    estimator = _get(config, "algorithm.adv_estimator")
+    if estimator != ESTIMATOR_NAME:
+        raise ConfigError(f"algorithm.adv_estimator={estimator!r}: set it to {ESTIMATOR_NAME!r} to train with "
+                          "Reinforce-Ada's pool advantages")
+    if bool(_get(config, "trainer.use_v1", False)):
+        raise ConfigError("trainer.use_v1=True is not supported: verl's v1 trainer streams samples through "
+                          "TransferQueue; set trainer.use_v1=False (the reinforce_ada_trainer config does)")
+    manager = _get(config, "actor_rollout_ref.rollout.agent.agent_loop_manager_class")
+    if manager != AGENT_LOOP_MANAGER_FQN:
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager!r}: set it to "
+                          f"{AGENT_LOOP_MANAGER_FQN!r} so generation runs the adaptive sampler")
+    if bool(_get(config, "algorithm.use_kl_in_reward", False)):
+        raise ConfigError("algorithm.use_kl_in_reward=True is not supported with reinforce_ada: the pool baseline is "
+                          "computed from raw rewards; use actor_rollout_ref.actor.use_kl_loss instead")
+    return sampler_config_from_verl(config)
+
+
+def compose_trainer_config(overrides: Sequence[str] = ()) -> Any:
+    """The full trainer config ``main_ppo`` would run with these command-line overrides (hydra ``compose``)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name=CONFIG_NAME, overrides=list(overrides))

@@ -1,0 +1,148 @@
+"""The verl plugin's configuration and ``main_ppo`` entry point, on CPU (nothing here starts Ray or loads a model).
+
+What is *not* run here: a real training step, which needs GPUs, vLLM/SGLang and a model
+(``examples/verl/gpu_check.sh`` does that on a GPU machine).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("hydra")
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from reinforce_ada.config import ConfigError  # noqa: E402
+from reinforce_ada.integrations.verl.config import (  # noqa: E402
+    AGENT_LOOP_MANAGER_FQN,
+    check_verl_config,
+    compose_trainer_config,
+    sampler_config_from_verl,
+)
+
+# Enough for verl's own validate_config on a 1-GPU layout.
+RUNNABLE = [
+    "actor_rollout_ref.model.path=/models/none",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    "data.train_batch_size=8",
+    "trainer.n_gpus_per_node=1",
+]
+
+
+@pytest.fixture(scope="module")
+def trainer_config():
+    return compose_trainer_config(RUNNABLE)
+
+
+def test_composed_config_is_verls_ppo_trainer_plus_the_plugin(trainer_config):
+    cfg = trainer_config
+    assert cfg.algorithm.adv_estimator == "reinforce_ada"
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class == AGENT_LOOP_MANAGER_FQN
+    assert cfg.trainer.use_v1 is False
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "reinforce_ada.integrations.verl"
+    # verl's own defaults are all there (the actor's clip range, the rollout engine, ...).
+    assert cfg.actor_rollout_ref.actor.clip_ratio_high == 0.2 and cfg.actor_rollout_ref.rollout.mode == "async"
+    sampler = check_verl_config(cfg)
+    assert (sampler.samples_per_round, sampler.max_rounds, sampler.group_size) == (8, 4, 4)  # the paper's M, N, n
+
+
+def test_overrides_reach_the_sampler_and_group_size_is_rollout_n():
+    cfg = compose_trainer_config(RUNNABLE + ["algorithm.reinforce_ada.max_rounds=2", "actor_rollout_ref.rollout.n=8",
+                                             "algorithm.reinforce_ada.exit_rule=positive"])
+    sampler = sampler_config_from_verl(cfg)
+    assert (sampler.max_rounds, sampler.group_size, sampler.exit_rule) == (2, 8, "positive")
+
+
+def test_the_plugin_config_passes_verls_own_validation(trainer_config):
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=trainer_config, use_reference_policy=need_reference_policy(trainer_config),
+                    use_critic=need_critic(trainer_config))
+    assert need_critic(trainer_config) is False  # no value model: an outcome-reward estimator
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("algorithm.adv_estimator", "grpo", "adv_estimator"),
+    ("trainer.use_v1", True, "use_v1"),
+    ("actor_rollout_ref.rollout.agent.agent_loop_manager_class", None, "agent_loop_manager_class"),
+    ("algorithm.use_kl_in_reward", True, "use_kl_in_reward"),
+    ("algorithm.reinforce_ada.max_rounds", 0, "max_rounds"),
+    ("algorithm.reinforce_ada.exit_rule", "sometimes", "exit_rule"),
+    ("actor_rollout_ref.rollout.n", 64, "group_size=64 exceeds"),
+])
+def test_bad_settings_are_rejected_with_the_key_named(trainer_config, key, value, message):
+    cfg = OmegaConf.create(OmegaConf.to_container(trainer_config))
+    OmegaConf.update(cfg, key, value)
+    with pytest.raises(ConfigError, match=message):
+        check_verl_config(cfg)
+
+
+def test_unknown_sampler_key_is_rejected():
+    cfg = {"algorithm": {"reinforce_ada": {"group_size": 4}}, "actor_rollout_ref": {"rollout": {"n": 4}}}
+    with pytest.raises(ConfigError, match="unknown key.*group_size"):
+        sampler_config_from_verl(cfg)
+
+
+def test_main_ppo_runs_verls_ppo_with_our_task_runner(trainer_config, monkeypatch):
+    import ray
+    import verl.trainer.main_ppo as verl_main_ppo
+    from verl.trainer.main_ppo_v0 import TaskRunner as VerlTaskRunner
+
+    from reinforce_ada.integrations.verl import main_ppo
+
+    captured = {}
+    monkeypatch.setattr(verl_main_ppo, "run_ppo", lambda config, task_runner_class: captured.update(
+        config=config, runner=task_runner_class))
+    main_ppo.main(trainer_config)  # hydra's decorator passes a given config straight through
+    assert captured["config"] is trainer_config
+    runner_class = captured["runner"].__ray_metadata__.modified_class.__ray_actor_class__
+    assert runner_class is main_ppo.ReinforceAdaTaskRunner
+    assert issubclass(runner_class, main_ppo._plain_class(VerlTaskRunner))
+    assert not ray.is_initialized()
+
+
+def test_task_runner_registers_the_plugin_and_rechecks_before_verls_run(trainer_config, monkeypatch):
+    from reinforce_ada.integrations.verl import main_ppo
+
+    calls = []
+    base = main_ppo.ReinforceAdaTaskRunner.__mro__[1]
+    monkeypatch.setattr(base, "run", lambda self, config: calls.append(config))
+    runner = main_ppo.ReinforceAdaTaskRunner()
+    runner.run(trainer_config)
+    assert calls == [trainer_config]
+    bad = OmegaConf.create(OmegaConf.to_container(trainer_config))
+    bad.algorithm.adv_estimator = "gae"
+    with pytest.raises(ConfigError):
+        runner.run(bad)
+    assert len(calls) == 1
+
+
+def test_bad_config_fails_before_ray_starts(monkeypatch):
+    from reinforce_ada.integrations.verl import main_ppo
+
+    import verl.trainer.main_ppo as verl_main_ppo
+
+    monkeypatch.setattr(verl_main_ppo, "run_ppo", lambda *a, **k: pytest.fail("run_ppo must not be reached"))
+    cfg = compose_trainer_config(RUNNABLE + ["algorithm.adv_estimator=grpo"])
+    with pytest.raises(ConfigError, match="adv_estimator"):
+        main_ppo.run(cfg)
+
+
+@pytest.mark.slow
+def test_module_entry_point_parses_hydra_overrides():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
+    shown = subprocess.run([sys.executable, "-m", "reinforce_ada.integrations.verl.main_ppo", "--cfg", "job",
+                            "algorithm.reinforce_ada.max_rounds=3"], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    shown_cfg = OmegaConf.create(shown.stdout)
+    assert shown_cfg.algorithm.reinforce_ada.max_rounds == 3
+    assert shown_cfg.algorithm.adv_estimator == "reinforce_ada"
