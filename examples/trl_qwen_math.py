@@ -3,8 +3,9 @@
 The paper's setup (arXiv 2510.04996): final group size n = 4 (TRL's ``num_generations``), M = 8 samples per round,
 at most N = 4 rounds, the *balanced* exit rule and balanced downsampling, whole-pool baseline ``A = r - mean(pool)``
 (no std normalisation), token-level PPO-clip with clip range 0.2 / 0.28 (``epsilon`` / ``epsilon_high``,
-``loss_type="dapo"`` = token mean), no KL term. Everything else is TRL's ``GRPOTrainer``: the diff from a plain TRL
-GRPO script is the import and the three sampling fields (``samples_per_round``, ``max_rounds``, ``exit_rule``).
+``loss_type="dapo"`` = token mean) and dual-clip (``delta=3``), no KL term. Everything else is TRL's
+``GRPOTrainer``: the diff from a plain TRL GRPO script is the import and the three sampling fields
+(``samples_per_round``, ``max_rounds``, ``exit_rule``).
 
 Launch (8 GPUs; GPU 0 serves vLLM, GPUs 1-7 train; see docs/trl.md for other layouts)::
 
@@ -32,8 +33,9 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
     # Reinforce-Ada sampling (the paper's Reinforce-Ada-balance).
     num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balanced", selection="balanced",
     advantage="pool", normalize_std=False,
-    # Loss: token-level PPO-clip, asymmetric clip, no KL.
-    loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0,
+    # Loss: token-level PPO-clip, asymmetric clip, dual-clip (TRL's `delta` caps the ratio, which for negative
+    # advantages is dual-clip with c = 3, verl's default clip_ratio_c), no KL.
+    loss_type="dapo", epsilon=0.2, epsilon_high=0.28, delta=3.0, beta=0.0,
     # Generation on a vLLM server (started separately, see the module docstring).
     use_vllm=True, vllm_mode="server", temperature=1.0, max_completion_length=3072,
     # Optimisation (our choices, not the paper's; override on the command line). 16 rows per process = 4 prompts.

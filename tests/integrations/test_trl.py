@@ -47,17 +47,20 @@ class RecordingTrainer(AdaGRPOTrainer):
         super().__init__(*args, **kwargs)
         self.loss_inputs: list[dict] = []
         self.batches: list = []
+        self.logged_advantages: list[list[float]] = []
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             self.batches.append(self.ada_last_batch)
+            self.logged_advantages.append(list(self._logs["advantages"]))
         return output
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        self.loss_inputs.append({k: inputs[k].detach().cpu().clone() for k in
-                                 ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
-                                  "sampling_per_token_logps") if k in inputs})
+        if model.training:
+            self.loss_inputs.append({k: inputs[k].detach().cpu().clone() for k in
+                                     ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
+                                      "sampling_per_token_logps") if k in inputs})
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
@@ -68,8 +71,9 @@ def run(tmp_path_factory):
     dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4=", "5+5=", "6+6=", "7+7=", "8+8="],
                                  "answer": ["2", "4", "6", "8", "10", "12", "14", "16"]})
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    trainer = RecordingTrainer(model=model, reward_funcs=scripted_reward, args=base_args(tmp_path),
-                               train_dataset=dataset, processing_class=tokenizer)
+    args = base_args(tmp_path, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4)
+    trainer = RecordingTrainer(model=model, reward_funcs=scripted_reward, args=args, train_dataset=dataset,
+                               eval_dataset=dataset.select(range(2)), processing_class=tokenizer)
     trainer.train()
     return SimpleNamespace(trainer=trainer, tokenizer=tokenizer, before=before)
 
@@ -117,10 +121,16 @@ def test_trained_advantages_are_reward_minus_pool_mean(run):
     assert any(abs(g.pool_mean - sum(g.rewards) / N) > 1e-9 for g in groups)
 
 
+def test_evaluation_is_trl_plain_generation(run):
+    # Evaluation ran after step 2 with TRL's one-completion-per-row generation: the sampler ran only for training.
+    evals = [h for h in run.trainer.state.log_history if "eval_reward" in h]
+    assert len(evals) == 1 and evals[0]["step"] == 2
+    assert len(run.trainer.ada_history) == 2 and len(run.trainer.batches) == 2
+
+
 def test_completion_table_logs_trained_advantages(run):
-    logged = list(run.trainer._logs["advantages"])[-8:]
-    batch = run.trainer.batches[-1]
-    assert logged == pytest.approx(batch.advantages.tolist(), abs=1e-6)
+    for logged, batch in zip(run.trainer.logged_advantages, run.trainer.batches):
+        assert logged[-8:] == pytest.approx(batch.advantages.tolist(), abs=1e-6)
 
 
 # -- configuration errors, before any model work -----------------------------------------------------------------------
@@ -164,7 +174,7 @@ def test_trainer_rejects_plain_grpo_config_and_rollout_func(tmp_path):
                        rollout_func=lambda prompts, trainer: {})
 
 
-# -- the TRL version pin ------------------------------------------------------------------------------------------------
+# -- the TRL version pin -----------------------------------------------------------------------------------------------
 def test_version_check():
     assert check_trl_version("1.16.0") == "1.16.0"
     assert check_trl_version("1.16.2.dev0") == "1.16.2.dev0"
@@ -182,7 +192,7 @@ def test_unsupported_trl_fails_at_import(monkeypatch):
         import reinforce_ada.integrations.trl  # noqa: F401
 
 
-# -- the reward adapter --------------------------------------------------------------------------------------------------
+# -- the reward adapter ------------------------------------------------------------------------------------------------
 def test_reward_verifier_weights_and_none():
     def correct(prompts, completions, answer, **kwargs):
         return [float(c == a) for c, a in zip(completions, answer)]
@@ -206,7 +216,7 @@ def test_reward_verifier_weights_and_none():
     assert TRLRewardVerifier(trainer)([prompt], [Completion(0, "2")]) == [None]
 
 
-# -- vLLM colocate mode: TRL's own VLLMGeneration code, with only vLLM's LLM engine faked --------------------------------
+# -- vLLM colocate mode: TRL's own VLLMGeneration code, with only vLLM's LLM engine faked ------------------------------
 class FakeLLM:
     """Stands in for ``vllm.LLM``: one random completion per prompt (``n=1``), every token's logprob -0.5."""
 

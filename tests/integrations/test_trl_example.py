@@ -33,7 +33,7 @@ def test_defaults_are_the_paper_setup(example, tmp_path):
     assert (args.num_generations, args.samples_per_round, args.max_rounds) == (4, 8, 4)
     assert (args.exit_rule, args.selection, args.advantage, args.normalize_std) == ("balanced", "balanced", "pool",
                                                                                    False)
-    assert (args.epsilon, args.epsilon_high, args.loss_type, args.beta) == (0.2, 0.28, "dapo", 0.0)
+    assert (args.epsilon, args.epsilon_high, args.delta, args.loss_type, args.beta) == (0.2, 0.28, 3.0, "dapo", 0.0)
     assert (args.use_vllm, args.vllm_mode) == (True, "server")
     # Each process holds whole groups of n = 4.
     assert args.per_device_train_batch_size * args.steps_per_generation % args.num_generations == 0

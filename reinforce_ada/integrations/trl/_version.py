@@ -37,7 +37,8 @@ def check_trl_version(version: str | None = None) -> str:
     try:
         parsed = Version(version)
     except InvalidVersion:
-        raise ImportError(f"cannot parse the installed trl version {version!r}; supported: trl{SUPPORTED_TRL}") from None
+        raise ImportError(f"cannot parse the installed trl version {version!r}; "
+                          f"supported: trl{SUPPORTED_TRL}") from None
     if not (_MIN <= Version(parsed.base_version) < _MAX_EXCLUSIVE):
         raise ImportError(
             f"reinforce_ada.integrations.trl supports trl{SUPPORTED_TRL} but trl {version} is installed; "
