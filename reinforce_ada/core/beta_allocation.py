@@ -1,0 +1,157 @@
+"""Beta-posterior allocation: how many more samples does a prompt need to meet its exit rule?
+
+The paper gives every active prompt the same ``M`` per round. Here each prompt's pass rate ``p`` has a Beta posterior
+``Beta(alpha, beta)`` (a prior -- uniform, or carried over from earlier steps -- plus the positives and negatives
+already scored this step). The number of positives ``J_k`` among ``k`` further samples is then Beta-binomial, and
+for the threshold exit rules the prompt exits after ``k`` more samples exactly when
+
+    J_k >= need_pos   and   k - J_k >= need_neg   and   k >= min_more
+
+(``balanced``: ``need_pos = n//2 - num_positive``, ``need_neg = n - n//2 - num_negative``; ``positive``:
+``need_pos = k_min - num_positive``, ``need_neg = 0``; ``min_more = n - count`` so a full group can be drawn). The
+request size is the smallest ``k`` whose exit probability reaches ``target``, within the remaining budget. When no
+``k`` in the budget reaches it, the whole remaining budget is returned together with its (low) exit probability, so
+the caller can decide to spend it or give the prompt up.
+
+The Beta-binomial pmf is built by the sequential predictive recursion (Polya urn): after ``k`` draws with ``j``
+positives the next is positive with probability ``(alpha + j) / (alpha + beta + k)``. The exit event is monotone in
+``k`` for threshold rules, so the scan stops at the first ``k`` that reaches the target.
+
+Pure: standard library only (plus the registry), so any framework can call it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable
+
+from reinforce_ada.core.allocation import ALLOCATION_RULES
+from reinforce_ada.core.exits import EXIT_RULES
+
+__all__ = ["exit_needs", "exit_probabilities", "exit_probability", "smallest_request", "beta_request"]
+
+
+def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size: int,
+               min_positive: int = 1) -> tuple[int, int]:
+    """How many more positives and negatives the named threshold exit rule still needs (never negative).
+
+    >>> exit_needs("balanced", 1, 0, 4)
+    (1, 2)
+    >>> exit_needs("positive", 0, 5, 4, min_positive=2)
+    (2, 0)
+    """
+    if exit_rule == "balanced":
+        need_pos, need_neg = group_size // 2 - num_positive, group_size - group_size // 2 - num_negative
+    elif exit_rule == "positive":
+        need_pos, need_neg = min_positive - num_positive, 0
+    elif exit_rule == "once":
+        need_pos, need_neg = 0, 0
+    else:
+        raise ValueError(f"exit rule {exit_rule!r} has no threshold form; beta allocation supports "
+                         "'balanced', 'positive' and 'once'")
+    return max(0, need_pos), max(0, need_neg)
+
+
+def exit_probabilities(alpha: float, beta: float, need_pos: int, need_neg: int, max_more: int,
+                       min_more: int = 0) -> list[float]:
+    """``P[k]`` = probability that ``k`` more samples meet the needs, for ``k = 0 .. max_more``.
+
+    ``alpha, beta`` are the Beta posterior's parameters (> 0). Computed exactly by the predictive recursion.
+
+    >>> [round(x, 4) for x in exit_probabilities(1.0, 1.0, 1, 1, 3)]  # uniform p: P(mixed) = 1 - 2/(k+1)
+    [0.0, 0.0, 0.3333, 0.5]
+    """
+    if not (alpha > 0 and beta > 0 and math.isfinite(alpha) and math.isfinite(beta)):
+        raise ValueError(f"Beta parameters must be finite and positive (got alpha={alpha}, beta={beta})")
+    if max_more < 0:
+        raise ValueError(f"max_more must be >= 0 (got {max_more})")
+    pmf = [1.0]  # pmf[j] = P(J_k = j), k = 0
+    probs = [1.0 if (need_pos == 0 and need_neg == 0 and min_more <= 0) else 0.0]
+    for k in range(1, max_more + 1):
+        total = alpha + beta + (k - 1)
+        new = [0.0] * (k + 1)
+        for j, mass in enumerate(pmf):
+            if mass == 0.0:
+                continue
+            p_pos = (alpha + j) / total
+            new[j + 1] += mass * p_pos
+            new[j] += mass * (1.0 - p_pos)
+        pmf = new
+        if k < min_more:
+            probs.append(0.0)
+            continue
+        lo, hi = need_pos, k - need_neg
+        probs.append(sum(pmf[lo:hi + 1]) if hi >= lo else 0.0)
+    return probs
+
+
+def exit_probability(alpha: float, beta: float, need_pos: int, need_neg: int, budget: int,
+                     min_more: int = 0) -> float:
+    """Probability of meeting the needs within ``budget`` more samples (memoised on its arguments).
+
+    >>> round(exit_probability(1.0, 1.0, 1, 0, 3), 4)   # uniform p: P(at least one positive in 3) = 1 - 1/4
+    0.75
+    """
+    if budget <= 0:
+        return 1.0 if (need_pos == 0 and need_neg == 0 and min_more <= 0) else 0.0
+    return _cached_probabilities(float(alpha), float(beta), need_pos, need_neg, budget, min_more)[budget]
+
+
+def smallest_request(alpha: float, beta: float, need_pos: int, need_neg: int, budget: int, target: float,
+                     min_more: int = 0) -> tuple[int, float]:
+    """The smallest ``k`` in ``1..budget`` with exit probability >= ``target``, and that probability.
+
+    When no ``k`` reaches ``target``, returns ``(budget, P[budget])``. ``budget <= 0`` returns ``(0, 0.0)``.
+
+    >>> smallest_request(1.0, 1.0, 1, 1, 32, 0.5)   # uniform prior, one of each class: P(k) = 1 - 2/(k+1)
+    (3, 0.5)
+    >>> smallest_request(1.0, 1.0, 1, 1, 2, 0.9)    # unreachable within the budget
+    (2, 0.33333333333333337)
+    """
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"target must be in (0, 1] (got {target})")
+    if budget <= 0:
+        return 0, 0.0
+    probs = _cached_probabilities(float(alpha), float(beta), need_pos, need_neg, budget, min_more)
+    for k in range(1, budget + 1):
+        if probs[k] >= target - 1e-12:
+            return k, probs[k]
+    return budget, probs[budget]
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_probabilities(alpha: float, beta: float, need_pos: int, need_neg: int, budget: int,
+                          min_more: int) -> tuple[float, ...]:
+    return tuple(exit_probabilities(alpha, beta, need_pos, need_neg, budget, min_more))
+
+
+def beta_request(num_drawn: int, num_positive: int, num_negative: int, max_samples: int, group_size: int, *,
+                 exit_rule: str = "balanced", min_positive: int = 1, prior: tuple[float, float] = (1.0, 1.0),
+                 target: float = 0.5) -> tuple[int, float]:
+    """Request size and exit probability for a prompt's pool state under the Beta posterior.
+
+    ``num_drawn`` counts completions already returned (the remaining budget is ``max_samples - num_drawn``);
+    ``num_positive + num_negative`` is the pool's scored count.
+    """
+    need_pos, need_neg = exit_needs(exit_rule, num_positive, num_negative, group_size, min_positive)
+    alpha, beta = prior[0] + num_positive, prior[1] + num_negative
+    count = num_positive + num_negative
+    return smallest_request(alpha, beta, need_pos, need_neg, max_samples - num_drawn, target,
+                            min_more=group_size - count)
+
+
+def _registered(exit_rule: str) -> Callable[[int, int, int, int, int, int], int]:
+    def rule(num_drawn: int, num_positive: int, num_negative: int, samples_per_round: int, max_samples: int,
+             group_size: int) -> int:
+        return beta_request(num_drawn, num_positive, num_negative, max_samples, group_size,
+                            exit_rule=exit_rule)[0]
+
+    rule.__doc__ = (f"Smallest request with P(exit) >= 0.5 under a uniform prior, assuming the {exit_rule!r} exit "
+                    "rule (for the round-based sampler; the streaming sampler takes the prior and target as options).")
+    return rule
+
+
+for _name in ("balanced", "positive"):
+    if f"beta-{_name}" not in ALLOCATION_RULES and _name in EXIT_RULES:
+        ALLOCATION_RULES.register(f"beta-{_name}")(_registered(_name))

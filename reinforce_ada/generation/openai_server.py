@@ -1,0 +1,179 @@
+"""Client for an OpenAI-compatible completions server (``vllm serve``, SGLang, ...).
+
+One HTTP request per sample (``n=1``): the streaming sampler then scores each completion as soon as it arrives and
+cancels a prompt's outstanding requests when it exits -- cancelling the awaiting task closes the connection, and
+vLLM and SGLang abort a request whose client disconnected. Prompts given as chat messages go to
+``/v1/chat/completions``, plain strings to ``/v1/completions``.
+
+Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
+deterministic jitter): connection errors, dropped connections, timeouts, HTTP 408/409/429/5xx and malformed
+bodies. Other 4xx answers (a bad request will not get better) fail at once. Every sample carries its own request id
+(``X-Request-Id``), identical across its retries, and produces exactly one :class:`Completion` -- or raises, so a
+prompt is never lost silently nor counted twice.
+
+The same object also implements the synchronous :class:`~reinforce_ada.sampler.Generator` protocol, so the
+round-based sampler can use a server too.
+
+Needs ``httpx`` (imported when the first request is made).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from typing import Any, Sequence
+
+from reinforce_ada.sampler import GenerationError, GenerationRequest
+from reinforce_ada.types import Completion, Prompt
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class ServerRequestError(GenerationError):
+    """The server refused a request in a way retrying will not fix (a 4xx other than 408/409/425/429)."""
+
+
+def _httpx():
+    try:
+        import httpx
+    except ImportError as err:  # pragma: no cover - httpx ships with the test extras
+        raise ImportError("the OpenAI-compatible client needs httpx: pip install httpx") from err
+    return httpx
+
+
+class OpenAICompletionsEngine:
+    """Asynchronous engine (and synchronous generator) over an OpenAI-compatible HTTP server."""
+
+    def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,
+                 top_p: float = 1.0, stop: list[str] | None = None, api_key: str | None = None,
+                 timeout_s: float = 600.0, max_attempts: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 16.0,
+                 max_connections: int = 256, extra_body: dict[str, Any] | None = None, seed: int = 0):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https:// (got {base_url!r})")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1 (got {max_attempts})")
+        if timeout_s <= 0 or backoff_s < 0 or backoff_max_s < 0:
+            raise ValueError("timeout_s must be positive and backoff times >= 0")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive (got {max_tokens})")
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[: -len("/v1")]
+        self.model = model
+        self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p}
+        if stop:
+            self.sampling["stop"] = list(stop)
+        self.extra_body = dict(extra_body or {})
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.max_connections = max_connections
+        self._rng = random.Random(seed)
+        self._clients: dict[int, Any] = {}
+        self.num_requests = 0
+        """HTTP requests sent, retries included."""
+        self.num_retries = 0
+        self.num_completions = 0
+
+    # -- HTTP -------------------------------------------------------------------------------------------------------
+    def _client(self):
+        """One ``httpx.AsyncClient`` per event loop (a client cannot move between loops)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(id(loop))
+        if client is None or client.is_closed:
+            httpx = _httpx()
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            limits = httpx.Limits(max_connections=self.max_connections,
+                                  max_keepalive_connections=self.max_connections)
+            # waiting for a free connection is queueing, not a failure: no pool timeout
+            timeout = httpx.Timeout(self.timeout_s, pool=None)
+            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits)
+            self._clients = {k: v for k, v in self._clients.items() if not v.is_closed}
+            self._clients[id(loop)] = client
+        return client
+
+    async def aclose(self) -> None:
+        for client in list(self._clients.values()):
+            await client.aclose()
+        self._clients.clear()
+
+    def _payload(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {"model": self.model, "n": 1, **self.sampling, **self.extra_body}
+        if isinstance(prompt.prompt, str):
+            return "/v1/completions", {**body, "prompt": prompt.prompt}
+        return "/v1/chat/completions", {**body, "messages": prompt.prompt}
+
+    def _backoff(self, attempt: int) -> float:
+        delay = min(self.backoff_max_s, self.backoff_s * 2 ** attempt)
+        return delay * (0.5 + 0.5 * self._rng.random())
+
+    async def complete(self, prompt: Prompt, request_id: str) -> Completion:
+        """One completion of ``prompt``; retried on transient failures, raises :class:`GenerationError` after
+        ``max_attempts``."""
+        httpx = _httpx()
+        path, body = self._payload(prompt)
+        last: str = ""
+        for attempt in range(self.max_attempts):
+            if attempt:
+                self.num_retries += 1
+                await asyncio.sleep(self._backoff(attempt - 1))
+            self.num_requests += 1
+            try:
+                response = await self._client().post(path, json=body, headers={"X-Request-Id": request_id})
+            except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
+                last = f"{type(err).__name__}: {err}"
+                logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
+                continue
+            if response.status_code in RETRY_STATUS:
+                last = f"HTTP {response.status_code}"
+                continue
+            if response.status_code != 200:
+                raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: "
+                                         f"{response.text[:300]}")
+            try:
+                completion = self._parse(prompt, response.json())
+            except (ValueError, KeyError, TypeError, IndexError) as err:
+                last = f"malformed response: {err!r}"
+                continue
+            self.num_completions += 1
+            return completion
+        raise GenerationError(f"request {request_id} for prompt {prompt.prompt_id!r} failed "
+                              f"{self.max_attempts} times; last error: {last}")
+
+    @staticmethod
+    def _parse(prompt: Prompt, data: dict[str, Any]) -> Completion:
+        choices = data["choices"]
+        if len(choices) != 1:
+            raise ValueError(f"expected one choice, got {len(choices)}")
+        choice = choices[0]
+        text = choice["message"]["content"] if "message" in choice else choice["text"]
+        if not isinstance(text, str):
+            raise TypeError(f"completion text is {type(text).__name__}, not str")
+        token_ids = choice.get("token_ids") or ()
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Completion(prompt.prompt_id, text, token_ids=tuple(token_ids), finish_reason=finish)
+
+    # -- synchronous Generator protocol -----------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        """All samples of all requests concurrently; one list per request (for the round-based sampler)."""
+        async def run() -> list[list[Completion]]:
+            try:
+                call_id = uuid.uuid4().hex[:12]
+                jobs = [[self.complete(r.prompt, f"{call_id}-{i}-{j}") for j in range(r.num_samples)]
+                        for i, r in enumerate(requests)]
+                flat = await asyncio.gather(*(job for row in jobs for job in row))
+            finally:
+                await self.aclose()
+            out, start = [], 0
+            for r in requests:
+                out.append(list(flat[start:start + r.num_samples]))
+                start += r.num_samples
+            return out
+
+        return asyncio.run(run())

@@ -1,0 +1,203 @@
+"""Cross-step memory of per-prompt pass rates.
+
+Each prompt is keyed by a hash of its content (prompt text or chat messages, plus the reference answer), so the same
+problem is recognised across steps, epochs and dataset reloads. For each key the memory keeps decayed evidence --
+pseudo-counts of positives and negatives -- from earlier steps:
+
+    pos <- pos * decay^(steps since last update) + num_positive_this_step      (same for neg)
+
+with ``decay = 0.5 ** (1 / half_life)``, and the total capped at ``max_evidence`` so an old, confident estimate can
+still be overturned once the model drifts. The posterior on the pass rate is ``Beta(prior_a + pos, prior_b + neg)``.
+
+The memory is read only *before* a step (to skip or cap prompts that look hopeless or saturated and to size their
+first request) and written only *after* it, from the step's pool counts. It never enters a pool: whole-pool
+advantages use this step's completions only, so they stay unbiased whatever the memory says.
+
+``state_dict()`` / ``load_state_dict()`` make it checkpointable; ``seed()`` loads pass rates measured by
+``reinforce-ada select-prompts``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from reinforce_ada.types import Prompt
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+def prompt_key(prompt: Prompt | str | list) -> str:
+    """A stable content hash (16 hex digits) of a prompt's text/messages and reference answer.
+
+    >>> prompt_key(Prompt(1, "2+2?", answer="4")) == prompt_key(Prompt("other-id", "2+2?", answer="4"))
+    True
+    """
+    if isinstance(prompt, Prompt):
+        content: Any = [prompt.prompt, prompt.answer]
+    else:
+        content = [prompt, None]
+    blob = json.dumps(content, sort_keys=True, default=str, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def fit_beta_prior(positives: list[float], totals: list[float], max_strength: float = 100.0
+                   ) -> tuple[float, float] | None:
+    """Method-of-moments Beta(a, b) for the pass rates behind per-prompt counts (empirical Bayes).
+
+    With ``r_i = pos_i / t_i``: ``Var(r) = var_p + (m (1 - m) - var_p) * mean(1 / t)``, solved for ``var_p``; then
+    ``a + b = m (1 - m) / var_p - 1`` (capped at ``max_strength``). ``None`` when there is too little data.
+
+    >>> a, b = fit_beta_prior([0, 10, 0, 10], [10, 10, 10, 10])   # half the prompts always fail, half always pass
+    >>> round(a / (a + b), 3)
+    0.5
+    """
+    pairs = [(p / t, t) for p, t in zip(positives, totals) if t > 0]
+    if len(pairs) < 2:
+        return None
+    rates = [r for r, _ in pairs]
+    m = sum(rates) / len(rates)
+    if not 0.0 < m < 1.0:
+        return None
+    var_obs = sum((r - m) ** 2 for r in rates) / len(rates)
+    h = sum(1.0 / t for _, t in pairs) / len(pairs)
+    var_p = (var_obs - m * (1.0 - m) * h) / (1.0 - h) if h < 1.0 else 0.0
+    strength = m * (1.0 - m) / var_p - 1.0 if var_p > 0 else max_strength
+    strength = min(max(strength, 0.2), max_strength)
+    return max(m * strength, 0.05), max((1.0 - m) * strength, 0.05)
+
+
+@dataclass
+class _Entry:
+    pos: float
+    neg: float
+    step: int
+
+
+class PassRateMemory:
+    """Decayed per-prompt pass-rate evidence across steps (see the module docstring)."""
+
+    def __init__(self, half_life: float | None = 8.0, max_evidence: float = 32.0,
+                 prior: tuple[float, float] = (1.0, 1.0), empirical_prior: bool = True, min_fit_entries: int = 32):
+        """``half_life``: steps after which old evidence weighs half (``None``: never decays). ``max_evidence``: cap
+        on ``pos + neg`` kept per prompt. ``prior``: the Beta prior added to the evidence (the starting prior when
+        ``empirical_prior``). ``empirical_prior``: refit the prior to the remembered prompts at every
+        :meth:`advance` (method of moments, see :func:`fit_beta_prior`) once ``min_fit_entries`` are known."""
+        if half_life is not None and not (half_life > 0 and math.isfinite(half_life)):
+            raise ValueError(f"half_life must be a positive number or None (got {half_life})")
+        if not max_evidence > 0:
+            raise ValueError(f"max_evidence must be positive (got {max_evidence})")
+        if not (len(prior) == 2 and prior[0] > 0 and prior[1] > 0):
+            raise ValueError(f"prior must be two positive numbers (got {prior})")
+        self.half_life = half_life
+        self.max_evidence = float(max_evidence)
+        self.prior = (float(prior[0]), float(prior[1]))
+        self.empirical_prior = empirical_prior
+        self.min_fit_entries = min_fit_entries
+        self.step = 0
+        self._entries: dict[str, _Entry] = {}
+
+    # -- reading ----------------------------------------------------------------------------------------------------
+    def _decay(self, entry: _Entry) -> float:
+        if self.half_life is None:
+            return 1.0
+        return 0.5 ** ((self.step - entry.step) / self.half_life)
+
+    def evidence(self, prompt: Prompt | str) -> tuple[float, float]:
+        """Decayed (positives, negatives) remembered for the prompt; ``(0, 0)`` when unseen."""
+        entry = self._entries.get(prompt if isinstance(prompt, str) else prompt_key(prompt))
+        if entry is None:
+            return 0.0, 0.0
+        factor = self._decay(entry)
+        return entry.pos * factor, entry.neg * factor
+
+    def posterior(self, prompt: Prompt | str) -> tuple[float, float]:
+        """``(alpha, beta)`` of the Beta posterior on the prompt's pass rate."""
+        pos, neg = self.evidence(prompt)
+        return self.prior[0] + pos, self.prior[1] + neg
+
+    def pass_rate(self, prompt: Prompt | str) -> float:
+        """Posterior mean pass rate."""
+        a, b = self.posterior(prompt)
+        return a / (a + b)
+
+    def __contains__(self, prompt: object) -> bool:
+        if isinstance(prompt, Prompt):
+            prompt = prompt_key(prompt)
+        return prompt in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- writing ----------------------------------------------------------------------------------------------------
+    def update(self, prompt: Prompt | str, num_positive: float, num_negative: float) -> None:
+        """Add one step's counts (decaying what was there to the current step)."""
+        if num_positive < 0 or num_negative < 0:
+            raise ValueError(f"counts must be >= 0 (got {num_positive}, {num_negative})")
+        key = prompt if isinstance(prompt, str) else prompt_key(prompt)
+        pos, neg = self.evidence(key)
+        pos, neg = pos + num_positive, neg + num_negative
+        total = pos + neg
+        if total > self.max_evidence:
+            pos, neg = pos * self.max_evidence / total, neg * self.max_evidence / total
+        self._entries[key] = _Entry(pos, neg, self.step)
+
+    def seed(self, prompt: Prompt | str, pass_rate: float, num_samples: float) -> None:
+        """Replace the evidence with a measured pass rate over ``num_samples`` samples."""
+        if not 0.0 <= pass_rate <= 1.0:
+            raise ValueError(f"pass_rate must be in [0, 1] (got {pass_rate})")
+        key = prompt if isinstance(prompt, str) else prompt_key(prompt)
+        total = min(float(num_samples), self.max_evidence)
+        self._entries[key] = _Entry(pass_rate * total, (1.0 - pass_rate) * total, self.step)
+
+    def seed_from_file(self, path: str | Path) -> int:
+        """Load a ``select-prompts`` JSONL file (``key``, ``pass_rate``, ``num_samples`` per line); returns lines read."""
+        num = 0
+        for line_number, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                self.seed(row["key"], float(row["pass_rate"]), float(row["num_samples"]))
+            except (KeyError, ValueError, TypeError) as err:
+                raise ValueError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
+            num += 1
+        return num
+
+    def advance(self, steps: int = 1) -> None:
+        """Move the clock forward (the streaming sampler calls this once per step); refit the prior if asked."""
+        self.step += steps
+        if self.empirical_prior and len(self._entries) >= self.min_fit_entries:
+            counts = [self.evidence(k) for k in self._entries]
+            fitted = fit_beta_prior([p for p, _ in counts], [p + n for p, n in counts])
+            if fitted is not None:
+                self.prior = fitted
+
+    def forget(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._entries.pop(key, None)
+
+    # -- checkpointing ----------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "step": self.step, "half_life": self.half_life,
+                "empirical_prior": self.empirical_prior, "min_fit_entries": self.min_fit_entries,
+                "max_evidence": self.max_evidence, "prior": list(self.prior),
+                "entries": {k: [e.pos, e.neg, e.step] for k, e in self._entries.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"pass-rate memory state has version {state.get('version')!r}, expected {STATE_VERSION}")
+        self.step = int(state["step"])
+        self.half_life = state["half_life"]
+        self.max_evidence = float(state["max_evidence"])
+        self.empirical_prior = bool(state["empirical_prior"])
+        self.min_fit_entries = int(state["min_fit_entries"])
+        self.prior = (float(state["prior"][0]), float(state["prior"][1]))
+        self._entries = {k: _Entry(float(p), float(n), int(s)) for k, (p, n, s) in state["entries"].items()}

@@ -1,0 +1,291 @@
+"""Multi-step sampling simulator: drifting pass rates, cross-step memory, and generation time.
+
+Extends :mod:`reinforce_ada.simulate` from one step to a training run. Each prompt ``i`` has a pass rate that moves
+as the model learns -- a logistic learning model:
+
+    logit p_i(t) = logit p_i(0) + v_i * t,      v_i ~ Normal(drift_mean, drift_std),   t in epochs
+
+so most prompts get easier, some stay put and a few get harder (forgetting). Every epoch visits all prompts in a fresh
+order, ``batch_size`` per step. Rewards are Bernoulli(p_i(t)). Completion lengths and time come from the latency
+model (:mod:`reinforce_ada.latency`).
+
+Strategies (all through the library's own code):
+
+* ``ada-balanced`` / ``ada-positive`` -- the round-based :class:`~reinforce_ada.sampler.AdaptiveSampler`;
+  its time is the sum of its rounds, each waiting for its slowest completion.
+* ``stream-fixed`` -- the streaming scheduler with the paper's request size M (no barrier, cancellation on exit).
+* ``stream-beta`` -- plus Beta-posterior request sizes.
+* ``stream-beta-mem`` -- plus cross-step memory (skip/cap hopeless or saturated prompts, prior for request sizes).
+
+Reported per strategy: samples per prompt, signal fraction (prompts whose kept group has non-equal rewards, over all
+prompts presented), samples per signal-prompt, generated tokens per signal-prompt (counting the partial tokens of
+cancelled requests), the time, and the time of one batched call producing the same completions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
+from reinforce_ada.memory import PassRateMemory, prompt_key
+from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
+from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
+from reinforce_ada.types import Completion, Prompt
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DriftingPassRates:
+    """The logistic learning model of the module docstring."""
+
+    initial: np.ndarray
+    velocity: np.ndarray
+
+    @classmethod
+    def draw(cls, initial: np.ndarray, drift_mean: float, drift_std: float, seed: int = 0) -> "DriftingPassRates":
+        velocity = np.random.default_rng(seed + 1).normal(drift_mean, drift_std, size=len(initial))
+        return cls(np.asarray(initial, dtype=np.float64), velocity)
+
+    def at(self, epoch: float) -> np.ndarray:
+        p0 = np.clip(self.initial, 1e-6, 1 - 1e-6)
+        logit = np.log(p0) - np.log1p(-p0) + self.velocity * epoch
+        return 1.0 / (1.0 + np.exp(-logit))
+
+
+@dataclass
+class StrategySpec:
+    name: str
+    config: SamplerConfig
+    options: StreamingOptions | None = None
+    """None: the round-based sampler."""
+    memory: dict[str, Any] | None = None
+    """PassRateMemory keyword arguments, or None for no memory."""
+
+
+@dataclass
+class MultistepResult:
+    strategy: str
+    num_prompts: int = 0
+    num_signal: int = 0
+    num_skipped: int = 0
+    total_samples: int = 0
+    total_tokens: int = 0
+    time: float = 0.0
+    batched_time: float = 0.0
+    num_cancelled: int = 0
+    per_epoch_signal: list[float] = field(default_factory=list)
+    per_epoch_samples: list[float] = field(default_factory=list)
+
+    @property
+    def samples_per_prompt(self) -> float:
+        return self.total_samples / self.num_prompts
+
+    @property
+    def signal_fraction(self) -> float:
+        return self.num_signal / self.num_prompts
+
+    @property
+    def samples_per_signal_prompt(self) -> float:
+        return self.total_samples / self.num_signal if self.num_signal else float("inf")
+
+    @property
+    def tokens_per_signal_prompt(self) -> float:
+        return self.total_tokens / self.num_signal if self.num_signal else float("inf")
+
+    @property
+    def time_ratio(self) -> float:
+        """Time over the time of one batched call producing the same completions."""
+        return self.time / self.batched_time if self.batched_time else float("nan")
+
+    def summary(self) -> dict[str, Any]:
+        out = asdict(self)
+        for name in ("samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "tokens_per_signal_prompt",
+                     "time_ratio"):
+            out[name] = getattr(self, name)
+        return out
+
+
+def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_size: int = 4,
+                       concurrency: int = 256, target: float = 0.3, skip_below: float = 0.1,
+                       cap_below: float = 0.0, half_life: float = 8.0, give_up_below: float = 0.0
+                       ) -> list[StrategySpec]:
+    cfg = SamplerConfig(samples_per_round=samples_per_round, max_rounds=max_rounds, group_size=group_size)
+    mem = dict(half_life=half_life)
+    return [
+        StrategySpec("ada-balanced", cfg),
+        StrategySpec("stream-fixed", cfg, StreamingOptions(allocation="fixed", max_in_flight=concurrency)),
+        StrategySpec("stream-beta", cfg, StreamingOptions(target=target, max_in_flight=concurrency)),
+        StrategySpec("stream-beta-mem", cfg, StreamingOptions(target=target, max_in_flight=concurrency,
+                                                             skip_below=skip_below, cap_below=cap_below,
+                                                             give_up_below=give_up_below), mem),
+    ]
+
+
+def _prompt(i: int, rate: float) -> Prompt:
+    return Prompt(int(i), f"prompt-{int(i)}", metadata={"pass_rate": float(rate)})
+
+
+def select_initial(rates: DriftingPassRates, k: int, low: float, high: float, seed: int = 0
+                   ) -> tuple[DriftingPassRates, list]:
+    """The paper's data step on the simulated prompts: ``k`` samples each under the starting model
+    (:func:`~reinforce_ada.select_prompts.estimate_pass_rates`), keep ``low <= rate <= high``. Returns the kept
+    prompts' pass-rate model (renumbered) and their estimates (to seed memory)."""
+    from reinforce_ada.select_prompts import estimate_pass_rates, select_by_pass_rate
+
+    p0 = rates.at(0.0)
+    prompts = [_prompt(i, p0[i]) for i in range(len(p0))]
+    estimates = estimate_pass_rates(prompts, SimulatedGenerator(seed + 17), simulated_verifier, k)
+    kept = [e.prompt_id for e in select_by_pass_rate(estimates, low, high)]
+    if not kept:
+        raise ValueError(f"no prompt has an estimated pass rate in [{low}, {high}]")
+    kept_rates = DriftingPassRates(rates.initial[kept], rates.velocity[kept])
+    renumbered = [e for e in estimates if e.kept]
+    for new_id, e in enumerate(renumbered):
+        e.prompt_id, e.key = new_id, prompt_key(_prompt(new_id, 0.0))
+    return kept_rates, renumbered
+
+
+def _make_completion(prompt: Prompt, rng: np.random.Generator) -> Completion:
+    return Completion(prompt.prompt_id, "1" if rng.random() < prompt.metadata["pass_rate"] else "0")
+
+
+def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: int = 4, batch_size: int = 256,
+                  latency: LatencyModel | None = None, seed: int = 0, seed_estimates: list | None = None
+                  ) -> MultistepResult:
+    """Run one strategy for ``num_epochs`` epochs over every prompt; the prompt order and pass-rate trajectory are
+    the same for every strategy (same ``seed``). ``seed_estimates`` (from :func:`select_initial`) seed the memory of
+    strategies that have one."""
+    latency = latency or LatencyModel()
+    num = len(rates.initial)
+    order_rng = np.random.default_rng(seed)
+    orders = [order_rng.permutation(num) for _ in range(num_epochs)]
+    steps_per_epoch = -(-num // batch_size)
+    result = MultistepResult(spec.name)
+    memory = PassRateMemory(**spec.memory) if spec.memory is not None else None
+    if memory is not None and seed_estimates:
+        for e in seed_estimates:
+            memory.seed(e.key, e.pass_rate, e.num_samples)
+    selector = AdaptiveSampler(SimulatedGenerator(seed), simulated_verifier, spec.config)
+    generator = TimedGenerator(SimulatedGenerator(seed), latency, seed)
+    round_sampler = AdaptiveSampler(generator, simulated_verifier, spec.config) if spec.options is None else None
+    step = 0
+    for epoch, order in enumerate(orders):
+        epoch_signal = epoch_prompts = epoch_samples = 0
+        for start in range(0, num, batch_size):
+            ids = order[start:start + batch_size]
+            p = rates.at(epoch + (start // batch_size) / steps_per_epoch)
+            prompts = [_prompt(i, p[i]) for i in ids]
+            if round_sampler is not None:
+                before_time, before_len = generator.time, len(generator.lengths)
+                batch = round_sampler.sample(prompts)
+                lengths = generator.lengths[before_len:]
+                result.time += generator.time - before_time
+                result.total_tokens += int(sum(lengths))
+            else:
+                scheduler = StreamingScheduler(prompts, spec.config, spec.options, memory, step_id=str(step))
+                run = run_streaming(scheduler, latency, simulated_verifier, _make_completion, seed=seed * 100003 + step)
+                batch = scheduler.finish(selector, prompts, memory)
+                lengths = run.lengths
+                result.time += run.time
+                result.total_tokens += run.tokens
+                result.num_cancelled += int(batch.metrics["num_cancelled"])
+                result.num_skipped += int(batch.metrics["num_skipped"])
+            result.batched_time += batched_time(lengths, latency)
+            num_signal = sum(1 for g in batch.groups if g.has_signal)
+            samples = int(batch.metrics["total_samples"])
+            result.num_prompts += len(prompts)
+            result.num_signal += num_signal
+            result.total_samples += samples
+            epoch_signal += num_signal
+            epoch_prompts += len(prompts)
+            epoch_samples += samples
+            step += 1
+        result.per_epoch_signal.append(epoch_signal / epoch_prompts)
+        result.per_epoch_samples.append(epoch_samples / max(epoch_signal, 1))
+    return result
+
+
+def format_table(results: list[MultistepResult]) -> str:
+    header = (f"{'strategy':<18}{'samples/prompt':>15}{'% signal':>10}{'samples/signal':>16}{'tokens/signal':>15}"
+              f"{'skipped':>9}{'time':>9}{'/batched':>10}")
+    lines = [header, "-" * len(header)]
+    for r in results:
+        lines.append(f"{r.strategy:<18}{r.samples_per_prompt:>15.2f}{100 * r.signal_fraction:>9.1f}%"
+                     f"{r.samples_per_signal_prompt:>16.2f}{r.tokens_per_signal_prompt:>15.0f}{r.num_skipped:>9d}"
+                     f"{r.time:>9.0f}{r.time_ratio:>10.3f}")
+    return "\n".join(lines)
+
+
+# -- command line ---------------------------------------------------------------------------------------------------
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    """``reinforce-ada simulate-multistep``."""
+    p = subparsers.add_parser(
+        "simulate-multistep", help="multi-step simulation: drifting pass rates, streaming, memory, latency",
+        description="Run round-based and streaming samplers for several epochs on prompts whose pass rates drift "
+                    "(logistic learning model), with a generation-latency model.")
+    p.add_argument("--dist", default="beta:0.4,2", help="initial pass rates: beta:A,B or a file (default: %(default)s)")
+    p.add_argument("--prompts", type=int, default=2048, help="number of prompts (default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=4, help="epochs over the prompts (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=256, help="prompts per step (default: %(default)s)")
+    p.add_argument("--drift-mean", type=float, default=0.5, help="mean logit change per epoch (default: %(default)s)")
+    p.add_argument("--drift-std", type=float, default=0.5, help="std of the per-prompt drift (default: %(default)s)")
+    p.add_argument("-M", "--samples-per-round", type=int, default=8)
+    p.add_argument("-N", "--max-rounds", type=int, default=4)
+    p.add_argument("-n", "--group-size", type=int, default=4)
+    p.add_argument("--sampler", default="all", choices=["all", "adaptive", "streaming"],
+                   help="which samplers to run (default: %(default)s)")
+    p.add_argument("--target", type=float, default=0.3, help="beta allocation: exit-probability target")
+    p.add_argument("--skip-below", type=float, default=0.1,
+                   help="memory: skip prompts whose chance of any signal in M*N samples is below this")
+    p.add_argument("--cap-below", type=float, default=0.0, help="memory: cap prompts below this exit chance")
+    p.add_argument("--half-life", type=float, default=8.0, help="memory: evidence half-life in steps")
+    p.add_argument("--concurrency", type=int, default=256, help="engine concurrency (default: %(default)s)")
+    p.add_argument("--length-median", type=float, default=600.0, help="median completion tokens")
+    p.add_argument("--max-tokens", type=int, default=3072, help="completion cap in tokens")
+    p.add_argument("--give-up-below", type=float, default=0.0, help="streaming: give a prompt up below this chance")
+    p.add_argument("--select-k", type=int, default=0,
+                   help="first run select-prompts with this many samples per prompt (0: off; the paper used 16)")
+    p.add_argument("--select-min", type=float, default=1 / 16, help="select-prompts: lowest pass rate kept")
+    p.add_argument("--select-max", type=float, default=15 / 16, help="select-prompts: highest pass rate kept")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default="", help="also write the results to this JSON file")
+    p.set_defaults(func=_run_cli)
+
+
+def _run_cli(args: argparse.Namespace) -> int:
+    if args.prompts <= 0 or args.epochs <= 0 or args.batch_size <= 0:
+        raise ValueError("--prompts, --epochs and --batch-size must be positive")
+    rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,
+                                   args.drift_std, args.seed)
+    estimates = None
+    if args.select_k:
+        before = len(rates.initial)
+        rates, estimates = select_initial(rates, args.select_k, args.select_min, args.select_max, args.seed)
+        print(f"select-prompts: kept {len(rates.initial)} of {before} prompts ({args.select_k} samples each, pass "
+              f"rate in [{args.select_min:.4g}, {args.select_max:.4g}]); their rates seed the memory")
+    latency = LatencyModel(concurrency=args.concurrency, length_median=args.length_median, max_tokens=args.max_tokens)
+    specs = default_strategies(args.samples_per_round, args.max_rounds, args.group_size, args.concurrency,
+                               args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below)
+    if args.sampler == "adaptive":
+        specs = [s for s in specs if s.options is None]
+    elif args.sampler == "streaming":
+        specs = [s for s in specs if s.options is not None]
+    results = [run_multistep(s, rates, num_epochs=args.epochs, batch_size=args.batch_size, latency=latency,
+                             seed=args.seed, seed_estimates=estimates) for s in specs]
+    print(f"{args.prompts} prompts x {args.epochs} epochs, initial pass rates {args.dist}, drift "
+          f"N({args.drift_mean}, {args.drift_std}) logits/epoch, M={args.samples_per_round} N={args.max_rounds} "
+          f"n={args.group_size}, concurrency {args.concurrency}")
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.summary() for r in results], indent=2))
+    return 0

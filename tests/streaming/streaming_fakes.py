@@ -1,0 +1,157 @@
+"""Test doubles for the streaming sampler: a token-by-token fake engine and a fake OpenAI-compatible HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from reinforce_ada.types import Completion, Prompt
+
+
+def unit_hash(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the parts."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def label_for(prompt: Prompt, request_id: str) -> str:
+    """``"1"`` with probability ``prompt.metadata["pass_rate"]`` (deterministic in the request id)."""
+    return "1" if unit_hash("label", request_id) < prompt.metadata["pass_rate"] else "0"
+
+
+def text_verifier(prompts, completions):
+    return [1.0 if c.text.split("|")[0] == "1" else 0.0 for c in completions]
+
+
+class TokenEngine:
+    """An async engine that generates one token per event-loop turn and logs every token.
+
+    ``log`` is the sequence of events: ``("token", prompt_id)`` for each token and ``("exit", prompt_id)`` written by
+    the test's scheduler hook, so "tokens generated for a prompt after it exited" is a count over the log.
+    """
+
+    def __init__(self, min_tokens: int = 3, max_tokens: int = 30):
+        self.min_tokens, self.max_tokens = min_tokens, max_tokens
+        self.log: list[tuple[str, object]] = []
+        self.tokens: Counter = Counter()
+        self.started: Counter = Counter()
+        self.finished: Counter = Counter()
+        self.request_ids: list[str] = []
+
+    async def complete(self, prompt: Prompt, request_id: str) -> Completion:
+        self.request_ids.append(request_id)
+        self.started[prompt.prompt_id] += 1
+        length = self.min_tokens + int(unit_hash("len", request_id) * (self.max_tokens - self.min_tokens + 1))
+        for _ in range(length):
+            await asyncio.sleep(0)
+            self.log.append(("token", prompt.prompt_id))
+            self.tokens[prompt.prompt_id] += 1
+        self.finished[prompt.prompt_id] += 1
+        return Completion(prompt.prompt_id, f"{label_for(prompt, request_id)}|{request_id}")
+
+    def tokens_after_exit(self) -> dict[object, int]:
+        exited: set = set()
+        after: Counter = Counter()
+        for kind, prompt_id in self.log:
+            if kind == "exit":
+                exited.add(prompt_id)
+            elif prompt_id in exited:
+                after[prompt_id] += 1
+        return dict(after)
+
+
+class FakeOpenAIServer:
+    """A small OpenAI-compatible ``/v1/completions`` server on 127.0.0.1 with injectable failures.
+
+    ``plan(arrival_index, request_id, attempt)`` returns the action for each request: ``"ok"``, ``"500"``, ``"429"``,
+    ``"400"``, ``"drop"`` (close the connection without answering), ``"timeout"`` (answer after ``slow_s``) or
+    ``"garbage"`` (200 with a body that is not JSON). The completion text is ``"<label>|<request id>"``.
+    """
+
+    def __init__(self, plan: Callable[[int, str, int], str] = lambda i, rid, a: "ok", slow_s: float = 0.5,
+                 pass_rates: dict[str, float] | None = None):
+        self.plan = plan
+        self.slow_s = slow_s
+        self.pass_rates = pass_rates or {}
+        self.lock = threading.Lock()
+        self.arrivals = 0
+        self.attempts: Counter = Counter()
+        self.actions: list[tuple[str, str]] = []
+        self.served: Counter = Counter()
+        self.bodies: dict[str, dict] = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                request_id = self.headers.get("X-Request-Id", "")
+                with server.lock:
+                    index = server.arrivals
+                    server.arrivals += 1
+                    server.attempts[request_id] += 1
+                    attempt = server.attempts[request_id]
+                    server.bodies[request_id] = body
+                action = server.plan(index, request_id, attempt)
+                with server.lock:
+                    server.actions.append((request_id, action))
+                if action == "drop":
+                    self.close_connection = True
+                    return
+                if action.isdigit():
+                    self._send(int(action), b'{"error": "injected"}')
+                    return
+                if action == "garbage":
+                    self._send(200, b"{not json")
+                    return
+                if action == "timeout":
+                    time.sleep(server.slow_s)
+                rate = server.pass_rates.get(body.get("prompt"), 0.5)
+                label = "1" if unit_hash("label", request_id) < rate else "0"
+                payload = {"id": request_id, "object": "text_completion", "model": body.get("model"),
+                           "choices": [{"index": 0, "text": f"{label}|{request_id}", "finish_reason": "stop"}]}
+                try:
+                    self._send(200, json.dumps(payload).encode())
+                    with server.lock:
+                        server.served[request_id] += 1
+                except OSError:  # the client gave up (timeout) and closed the connection
+                    pass
+
+            def _send(self, status: int, data: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class QuietServer(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client that gave up (timeout) resets the socket
+                pass
+
+        self.httpd = QuietServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,63 @@
+import pytest
+
+from reinforce_ada.memory import PassRateMemory, fit_beta_prior, prompt_key
+from reinforce_ada.types import Prompt
+
+
+def test_key_is_the_content_not_the_id():
+    a, b = Prompt(1, "What is 2+2?", answer="4"), Prompt("x", "What is 2+2?", answer="4")
+    assert prompt_key(a) == prompt_key(b) != prompt_key(Prompt(1, "What is 2+3?", answer="5"))
+    chat = Prompt(2, [{"role": "user", "content": "hi"}])
+    assert prompt_key(chat) == prompt_key(Prompt(3, [{"content": "hi", "role": "user"}]))
+
+
+def test_evidence_decays_with_the_half_life_and_is_capped():
+    mem = PassRateMemory(half_life=4.0, max_evidence=10.0, prior=(1.0, 1.0), empirical_prior=False)
+    p = Prompt(0, "q")
+    mem.update(p, 3, 1)
+    mem.advance(4)
+    assert mem.evidence(p) == pytest.approx((1.5, 0.5))
+    mem.update(p, 6, 2)
+    assert mem.evidence(p) == pytest.approx((7.5, 2.5))  # 1.5 + 6, 0.5 + 2 = 10 total, at the cap
+    mem.update(p, 10, 0)  # 17.5 + 2.5 = 20 > 10 -> scaled to 10
+    assert mem.evidence(p) == pytest.approx((17.5 / 2, 2.5 / 2))
+    assert mem.posterior(p) == pytest.approx((1 + 8.75, 1 + 1.25))
+    assert mem.pass_rate(Prompt(9, "unseen")) == 0.5
+
+
+def test_state_dict_round_trip():
+    mem = PassRateMemory(half_life=2.0)
+    for i in range(40):
+        mem.update(Prompt(i, f"q{i}"), i % 5, 4 - i % 5)
+    mem.advance()
+    clone = PassRateMemory(half_life=None)
+    clone.load_state_dict(mem.state_dict())
+    assert clone.step == mem.step and clone.prior == mem.prior and clone.half_life == 2.0
+    for i in range(40):
+        assert clone.posterior(Prompt(i, f"q{i}")) == mem.posterior(Prompt(i, f"q{i}"))
+    with pytest.raises(ValueError, match="version"):
+        clone.load_state_dict({"version": 99})
+
+
+def test_empirical_prior_recovers_a_known_beta():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.5, 3.0, size=20000)
+    pos = rng.binomial(16, p)
+    a, b = fit_beta_prior(list(pos), [16] * len(pos))
+    assert a / (a + b) == pytest.approx(0.5 / 3.5, abs=0.01)
+    assert a + b == pytest.approx(3.5, rel=0.15)
+    assert fit_beta_prior([1], [2]) is None
+
+
+def test_seed_from_file(tmp_path):
+    path = tmp_path / "rates.jsonl"
+    key = prompt_key(Prompt(0, "q"))
+    path.write_text(f'{{"key": "{key}", "pass_rate": 0.25, "num_samples": 16}}\n')
+    mem = PassRateMemory(empirical_prior=False)
+    assert mem.seed_from_file(path) == 1
+    assert mem.evidence(Prompt(5, "q")) == pytest.approx((4.0, 12.0))
+    path.write_text('{"key": "k"}\n')
+    with pytest.raises(ValueError, match="rates.jsonl:1"):
+        mem.seed_from_file(path)

@@ -1,0 +1,234 @@
+import asyncio
+
+import numpy as np
+import pytest
+
+from reinforce_ada.config import ConfigError, SamplerConfig
+from reinforce_ada.core.exits import balanced
+from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampler import AdaptiveSampler, GenerationError
+from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler, make_sampler
+from reinforce_ada.types import Completion, Prompt
+
+from streaming_fakes import TokenEngine, text_verifier
+
+RATES = [0.0, 1.0, 0.5, 0.3, 0.7, 0.1, 0.9, 0.5, 0.05, 0.6]
+
+
+def prompts(rates=RATES):
+    return [Prompt(i, f"q{i}", metadata={"pass_rate": r}) for i, r in enumerate(rates)]
+
+
+class LoggingScheduler(StreamingScheduler):
+    """Writes ("exit", prompt_id) into the engine's token log the moment the scheduler decides an exit."""
+
+    engine: TokenEngine
+
+    def record(self, results):
+        before = {pid for pid, s in self.states.items() if s.pool.exited or s.gave_up}
+        out = super().record(results)
+        for pid, s in self.states.items():
+            if (s.pool.exited or s.gave_up) and pid not in before:
+                self.engine.log.append(("exit", pid))
+        return out
+
+
+def run_with_log(options):
+    engine = TokenEngine()
+    sampler = StreamingSampler(engine, text_verifier, SamplerConfig(), options)
+    sampler.scheduler_class = type("S", (LoggingScheduler,), {"engine": engine})
+    return engine, sampler.sample(prompts())
+
+
+def test_cancellation_really_stops_work():
+    # target 0.95 asks for many samples at once, so most prompts exit with requests still generating
+    engine, batch = run_with_log(StreamingOptions(target=0.95))
+    assert batch.metrics["num_cancelled"] > 5
+    assert engine.tokens_after_exit() == {}
+    # every request started was either finished or cancelled: nothing is left generating
+    cancelled = sum(engine.started.values()) - sum(engine.finished.values())
+    assert cancelled == batch.metrics["num_cancelled"]
+
+
+def test_without_cancellation_the_same_counter_sees_wasted_tokens():
+    engine, batch = run_with_log(StreamingOptions(target=0.95, cancel_on_exit=False))
+    assert batch.metrics["num_cancelled"] == 0
+    assert sum(engine.tokens_after_exit().values()) > 0
+
+
+def test_give_up_also_cancels_in_flight_work():
+    engine, batch = run_with_log(StreamingOptions(target=0.95, give_up_below=0.3, prior=(0.5, 4.0)))
+    assert batch.metrics["num_gave_up"] >= 1
+    assert engine.tokens_after_exit() == {}
+    assert batch.pools[0].num_drawn < 32  # pass rate 0: given up before the whole budget
+
+
+def check_batch_like_the_core(batch, cfg):
+    pools = batch.pools
+    assert sorted(pools) == list(range(len(RATES)))  # no prompt vanishes
+    for group in batch.groups:
+        pool = pools[group.prompt_id]
+        assert len(group.completions) == cfg.group_size
+        assert all(c.prompt_id == group.prompt_id for c in group.completions)
+        assert pool.num_drawn <= cfg.max_samples
+        assert pool.mean == pytest.approx(np.mean([c.reward for c in pool.completions]))
+    start = 0
+    for group in batch.groups:
+        expected = np.array(group.rewards) - pools[group.prompt_id].mean  # whole-pool baseline
+        np.testing.assert_allclose(batch.advantages[start:start + len(group.completions)], expected)
+        start += len(group.completions)
+    assert start == len(batch.advantages)
+
+
+@pytest.mark.parametrize("allocation", ["beta", "fixed"])
+def test_batch_has_the_core_semantics(allocation):
+    cfg = SamplerConfig()
+    sampler = StreamingSampler(TokenEngine(), text_verifier, cfg, StreamingOptions(allocation=allocation))
+    batch = sampler.sample(prompts())
+    check_batch_like_the_core(batch, cfg)
+    pools = batch.pools
+    # pass rate 0 and 1 can never meet the balanced rule: the whole budget, then a fallback group
+    assert pools[0].num_drawn == pools[1].num_drawn == cfg.max_samples
+    assert not pools[0].exited and not pools[1].exited
+    for pool in pools.values():
+        if pool.exited:
+            assert balanced(pool.num_positive, pool.num_negative, cfg.group_size)
+    assert batch.metrics["total_samples"] == sum(p.num_drawn for p in pools.values())
+
+
+def test_fixed_allocation_requests_m_at_a_time():
+    engine = TokenEngine()
+    cfg = SamplerConfig(samples_per_round=3, max_rounds=4, group_size=4)
+    batch = StreamingSampler(engine, text_verifier, cfg, StreamingOptions(allocation="fixed", fill_idle=False)).sample(prompts())
+    assert engine.started[0] == 12  # four waves of three for the hopeless prompt
+    assert {c.round for c in batch.pools[0].completions} == {1, 2, 3, 4}
+
+
+def test_max_in_flight_bounds_the_engine():
+    class Counting(TokenEngine):
+        running = peak = 0
+
+        async def complete(self, prompt, request_id):
+            Counting.running += 1
+            Counting.peak = max(Counting.peak, Counting.running)
+            try:
+                return await super().complete(prompt, request_id)
+            finally:
+                Counting.running -= 1
+
+    StreamingSampler(Counting(), text_verifier, SamplerConfig(), StreamingOptions(max_in_flight=5)).sample(prompts())
+    assert Counting.peak == 5
+
+
+def test_memory_skips_hopeless_prompts_and_stays_out_of_the_pools():
+    memory = PassRateMemory(empirical_prior=False)
+    hopeless = Prompt(0, "q0", metadata={"pass_rate": 0.0})
+    memory.seed(hopeless, 0.0, 32)
+    sure = Prompt(1, "q1", metadata={"pass_rate": 0.5})
+    memory.seed(sure, 1.0, 32)  # memory says always right; this step it is a coin flip
+    sampler = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=memory,
+                           skip_below=0.6)  # P(any positive in 32 | Beta(1, 33)) = 1 - 33/65
+    batch = sampler.sample([hopeless, sure] + prompts()[2:])
+    assert batch.metrics["num_skipped"] == 2 and batch.metrics["num_empty"] == 0
+    assert batch.pools[0].num_drawn == 0 and batch.pools[1].num_drawn == 0
+    assert sorted(batch.pools) == list(range(len(RATES)))
+    for group in batch.groups:  # the pool mean is this step's completions only
+        pool = batch.pools[group.prompt_id]
+        assert pool.mean == pytest.approx(np.mean([c.reward for c in pool.completions]))
+    assert memory.step == 1 and memory.evidence(Prompt(9, "q2"))[0] + memory.evidence(Prompt(9, "q2"))[1] > 0
+    # evidence decays: after enough steps the hopeless prompt is tried again
+    memory.advance(40)
+    batch = sampler.sample([hopeless])
+    assert batch.metrics["num_skipped"] == 0 and batch.pools[0].num_drawn > 0
+
+
+def test_memory_sizes_the_first_request():
+    memory = PassRateMemory(empirical_prior=False)
+    easy = Prompt(0, "e", metadata={"pass_rate": 0.5})
+    memory.seed(easy, 0.5, 32)
+    engine = TokenEngine()
+    options = StreamingOptions(target=0.5, max_in_flight=1000, fill_idle=False)
+    scheduler = StreamingScheduler([easy], SamplerConfig(), options, memory)
+    first = len(scheduler.want())
+    uniform = len(StreamingScheduler([easy], SamplerConfig(), options).want())
+    assert first < uniform  # a known 50% prompt needs fewer samples for a balanced group than an unknown one
+
+
+def test_state_dict_includes_memory():
+    memory = PassRateMemory()
+    sampler = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=memory)
+    sampler.sample(prompts())
+    state = sampler.state_dict()
+    fresh = PassRateMemory()
+    clone = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=fresh)
+    clone.load_state_dict(state)
+    assert fresh.state_dict() == memory.state_dict()
+
+
+def test_engine_failures_are_retried_then_end_the_step_with_the_work_done():
+    class Flaky(TokenEngine):
+        def __init__(self, fail_ids):
+            super().__init__()
+            self.fail_ids = fail_ids
+            self.failures = 0
+
+        async def complete(self, prompt, request_id):
+            if prompt.prompt_id in self.fail_ids:
+                self.failures += 1
+                raise ConnectionError("boom")
+            return await super().complete(prompt, request_id)
+
+    engine = Flaky({3})
+    batch = StreamingSampler(engine, text_verifier, SamplerConfig(generation_retries=2)).sample(prompts())
+    assert batch.generation_error is not None and "3 times" in batch.generation_error
+    assert engine.failures >= 3  # every in-flight sample of prompt 3 is retried until one has failed 3 times
+    assert batch.pools[3].num_drawn == 0
+    assert sorted(batch.pools) == list(range(len(RATES)))
+    with pytest.raises(GenerationError):
+        StreamingSampler(Flaky(set(range(10))), text_verifier, SamplerConfig()).sample(prompts())
+
+
+def test_make_sampler_kinds():
+    gen = SimulatedGenerator(0)
+    assert isinstance(make_sampler("adaptive", gen, simulated_verifier, SamplerConfig()), AdaptiveSampler)
+    streaming = make_sampler("streaming", gen, simulated_verifier, SamplerConfig(), target=0.7)
+    assert isinstance(streaming, StreamingSampler) and streaming.options.target == 0.7
+    batch = streaming.sample(prompts())
+    assert len(batch.pools) == len(RATES)
+    # a synchronous batch cannot be interrupted: what was cancelled after generation is generated but not drawn
+    assert batch.metrics["total_samples"] <= gen.num_generated
+    assert gen.num_generated <= batch.metrics["total_samples"] + batch.metrics["num_cancelled"]
+    with pytest.raises(ValueError, match="unknown sampler"):
+        make_sampler("nope", gen, simulated_verifier)
+    with pytest.raises(ValueError, match="no streaming options"):
+        make_sampler("adaptive", gen, simulated_verifier, target=0.5)
+    with pytest.raises(ConfigError, match="target"):
+        make_sampler("streaming", gen, simulated_verifier, target=1.5)
+    with pytest.raises(ConfigError, match="threshold exit rule"):
+        make_sampler("streaming", gen, simulated_verifier, SamplerConfig(exit_rule=lambda p, n, g: p > 0))
+    with pytest.raises(TypeError, match="generate"):
+        make_sampler("streaming", object(), simulated_verifier)
+
+
+def test_sample_inside_a_running_loop_points_to_sample_async():
+    sampler = StreamingSampler(TokenEngine(), text_verifier)
+
+    async def main():
+        with pytest.raises(RuntimeError, match="sample_async"):
+            sampler.sample(prompts())
+        return await sampler.sample_async(prompts())
+
+    assert len(asyncio.run(main()).pools) == len(RATES)
+
+
+def test_verifier_failures_follow_the_config():
+    def flaky_verifier(ps, cs):
+        return [None if c.text.endswith("-0") else (1.0 if c.text[0] == "1" else 0.0) for c in cs]
+
+    cfg = SamplerConfig(on_verifier_failure="drop")
+    batch = StreamingSampler(TokenEngine(), flaky_verifier, cfg, StreamingOptions(allocation="fixed")).sample(prompts())
+    for pool in batch.pools.values():  # sample 0 of a prompt fails (unless cancelled because the prompt exited)
+        assert pool.num_verifier_failures <= 1
+        assert pool.count == pool.num_drawn - pool.num_verifier_failures
+    assert sum(p.num_verifier_failures for p in batch.pools.values()) >= 5
