@@ -64,8 +64,10 @@ def test_two_processes_agree_on_rounds(tmp_path):
             # One process needed 1 round, the other all of them; both took part in the same number of rounds.
             assert local == [1, MAX_ROUNDS], mode
             assert joined == [MAX_ROUNDS, MAX_ROUNDS], mode
-            # The early process padded the 3 rounds it idled through with the other's 2 prompts x 2 samples.
-            assert sorted(r["history"][step]["filler_rows"] for r in runs) == [0, 3 * 2 * 2], mode
+            # Server mode is collective: the early process padded the 3 rounds it idled through with as many rows as
+            # the other needed (2 prompts x 2 samples). Plain generation under DDP is not: it idles without generating.
+            expected_filler = [0, 3 * 2 * 2] if mode == "server" else [0, 0]
+            assert sorted(r["history"][step]["filler_rows"] for r in runs) == expected_filler, mode
         assert runs[0]["logged_rounds"] == runs[1]["logged_rounds"] == [MAX_ROUNDS, MAX_ROUNDS]
 
     # vLLM server mode: only the main process talks to the server -- one request per round, holding both processes'

@@ -9,16 +9,18 @@ requests into one row per completion (the prompt's token ids repeated) and hands
 **Every process takes part in every round.** Processes hold different prompts, which need different numbers of
 rounds and completions, but several backends are collective: vLLM server mode gathers all rows to the main process
 and slices the answer back assuming equal row counts; colocate mode with tensor parallelism all-gathers within the TP
-group; ZeRO-3 / FSDP gather parameters around generation. So each round is::
+group; DeepSpeed ZeRO-3 / FSDP gather parameters around (or inside) generation. So each round is::
 
     R = all_reduce_max(number of rows this process needs)      # 0 once a process's sampler has finished
     if R == 0: every process is done -> stop
-    pad this process's rows to R with a filler prompt, generate, drop the filler completions
+    collective backend: pad this process's rows to R with a filler prompt, generate, drop the filler completions
+    otherwise:          generate this process's own rows (none: skip)
 
 A process whose prompts have all exited calls :meth:`TRLGenerator.finish`, which keeps joining rounds with 0 rows
 until the all-reduce returns 0 -- i.e. until every process has finished. All processes therefore run the same number
 of rounds (the maximum over processes) and enter every collective the same number of times. The filler is the first
-prompt of the process's batch (a realistic length; its completions are discarded). With one process nothing is
+prompt of the process's batch (a realistic length; its completions are discarded). Plain generation under DDP and
+colocate mode without tensor parallelism are not collective, so they generate no filler. With one process nothing is
 reduced or padded.
 """
 
@@ -102,15 +104,30 @@ class TRLGenerator:
         counts = accelerator.gather(torch.tensor([num_rows], dtype=torch.long, device=accelerator.device))
         return int(counts.max().item())
 
+    def generation_is_collective(self) -> bool:
+        """Whether every process must make the same generation call with the same number of rows."""
+        trainer = self.trainer
+        if self.num_processes == 1:
+            return False
+        if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
+            return True
+        if trainer.use_vllm:
+            vllm = trainer.vllm_generation
+            return vllm.mode == "server" or vllm.tensor_parallel_size > 1
+        return False
+
     def _generate_rows(self, rows: list[list[int]], target: int) -> tuple[list[list[int]], list[list[float]] | None]:
-        """Generate one completion per row, padding to ``target`` rows when several processes run in step."""
+        """Generate one completion per row; pad to ``target`` rows when the backend is collective (module doc)."""
         num_real = len(rows)
-        if self.num_processes > 1 and num_real < target:
+        self.num_rounds += 1
+        if not self.generation_is_collective():
+            if not rows:
+                return [], None
+        elif num_real < target:
             if self.filler_prompt_ids is None:
                 raise RuntimeError("TRLGenerator.reset(filler_prompt_ids) must be called before a multi-process step")
             rows = rows + [self.filler_prompt_ids] * (target - num_real)
             self.num_filler_rows += target - num_real
-        self.num_rounds += 1
         completion_ids, logprobs = self.trainer._generate_single_turn(rows, None, {}, 1)
         completion_ids = [list(ids) for ids in completion_ids[:num_real]]
         logprobs = [list(lp) for lp in logprobs[:num_real]] if logprobs is not None else None
