@@ -1,0 +1,101 @@
+"""``exact`` and ``arithmetic`` verifiers: cheap string/integer checks that run in the calling process.
+
+``exact``: extract the final answer (``extract="auto"``: the last ``\\boxed{}`` if any, else the last non-empty line;
+also ``boxed``, ``last_line``, ``answer_tag``, ``full``), normalise both it and ``Prompt.answer`` (strip whitespace and
+surrounding ``$``, collapse inner whitespace, drop one trailing period; optionally lower-case) and reward 1.0 on
+equality, else 0.0 (no answer found -> 0.0).
+
+``arithmetic``: for the built-in arithmetic task, whose completions are just the number. Take the text before the
+first ``<eos>`` or newline, strip it; reward 1.0 if it is an integer (optional sign, digits only) equal to
+``int(Prompt.answer)``, else 0.0. Nothing is ever evaluated: ``"40+6"`` is not ``46``.
+
+Both give ``None`` ("could not score") when ``Prompt.answer`` is missing (or, for ``arithmetic``, not an integer).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.extract import EXTRACTORS, cut_at_stop, extract, normalize_answer
+from reinforce_ada.verifiers.registry import register_verifier
+
+_INTEGER = re.compile(r"[+-]?\d{1,100}")
+
+
+def _check_lengths(prompts: Sequence[Prompt], completions: Sequence[Completion]) -> None:
+    if len(prompts) != len(completions):
+        raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
+                         f"completion")
+
+
+@register_verifier("exact")
+class ExactMatchVerifier:
+    """Normalised string equality of the extracted final answer with ``Prompt.answer``.
+
+    >>> from reinforce_ada.types import Completion, Prompt
+    >>> verifier = ExactMatchVerifier()
+    >>> prompt = Prompt("p0", "Capital of France?", answer="Paris")
+    >>> verifier([prompt] * 3, [Completion("p0", t) for t in ["It is\\n Paris. ", "\\\\boxed{Paris}", "paris"]])
+    [1.0, 1.0, 0.0]
+    """
+
+    def __init__(self, *, extract: str = "auto", case_sensitive: bool = True):
+        if extract not in EXTRACTORS:
+            raise ValueError(f"unknown extract={extract!r}; choose one of {', '.join(EXTRACTORS)}")
+        self.extract = extract
+        self.case_sensitive = case_sensitive
+        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
+
+    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
+        _check_lengths(prompts, completions)
+        rewards: list[float | None] = []
+        for prompt, completion in zip(prompts, completions):
+            self.stats["completions"] += 1
+            if prompt.answer is None:
+                self.stats["no_reference"] += 1
+                rewards.append(None)
+                continue
+            answer = extract(completion.text, self.extract)
+            if answer is None:
+                self.stats["no_answer"] += 1
+                rewards.append(0.0)
+                continue
+            same = (normalize_answer(answer, case_sensitive=self.case_sensitive)
+                    == normalize_answer(str(prompt.answer), case_sensitive=self.case_sensitive))
+            rewards.append(1.0 if same else 0.0)
+        return rewards
+
+
+@register_verifier("arithmetic")
+class ArithmeticVerifier:
+    """1.0 when the completion's first line is the integer ``Prompt.answer``; never evaluates anything.
+
+    >>> from reinforce_ada.types import Completion, Prompt
+    >>> prompt = Prompt("12+34=", "12+34=", answer="46")
+    >>> ArithmeticVerifier()([prompt] * 4, [Completion("12+34=", t) for t in ["46<eos>", " 46\\n7", "40+6", "4 6"]])
+    [1.0, 1.0, 0.0, 0.0]
+    """
+
+    def __init__(self, *, stops: Sequence[str] = ("<eos>", "\n")):
+        self.stops = tuple(stops)
+        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
+
+    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
+        _check_lengths(prompts, completions)
+        rewards: list[float | None] = []
+        for prompt, completion in zip(prompts, completions):
+            self.stats["completions"] += 1
+            reference = str(prompt.answer).strip() if prompt.answer is not None else ""
+            if not _INTEGER.fullmatch(reference):
+                self.stats["no_reference"] += 1
+                rewards.append(None)
+                continue
+            answer = cut_at_stop(completion.text, self.stops).strip()
+            if not _INTEGER.fullmatch(answer):
+                self.stats["no_answer"] += 1
+                rewards.append(0.0)
+                continue
+            rewards.append(1.0 if int(answer) == int(reference) else 0.0)
+        return rewards

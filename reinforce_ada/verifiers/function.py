@@ -1,0 +1,95 @@
+"""Adapt a TRL-style reward function ``fn(prompts, completions, **kwargs) -> list[float | None]`` to a verifier.
+
+TRL calls reward functions with the prompts and completions of a batch plus every other dataset column as a keyword
+list (``answer=[...]``, ``solution=[...]``). :class:`RewardFunctionVerifier` rebuilds that call from our
+:class:`~reinforce_ada.types.Prompt` objects:
+
+- ``prompts``: each ``Prompt.prompt`` (a string, or a chat message list);
+- ``completions``: the completion text; when the prompt is a message list, ``[{"role": "assistant", "content":
+  text}]`` as TRL passes conversational completions;
+- keyword columns: ``answer_key`` (default ``"answer"``) carries ``Prompt.answer``; every key found in any
+  ``Prompt.metadata`` becomes a column (``None`` where a prompt lacks it); ``completion_ids`` carries the token ids;
+  ``options`` given to the constructor are passed unchanged.
+
+The result must have one entry per completion, each a number or ``None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Sequence
+
+from reinforce_ada.types import Completion, Prompt
+
+
+def import_function(path: str) -> Callable:
+    """Import ``"package.module:function"`` (dots after the colon walk attributes), with clear errors."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"expected 'package.module:function', got {path!r}")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportError(f"cannot import module {module_name!r} for reward function {path!r}: {err}") from err
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AttributeError(f"module {module_name!r} has no attribute {attribute!r} "
+                                 f"(reward function {path!r})") from None
+    if not callable(target):
+        raise TypeError(f"{path!r} is a {type(target).__name__}, not a callable reward function")
+    return target
+
+
+class RewardFunctionVerifier:
+    """Wrap ``fn(prompts, completions, **kwargs)`` (TRL's reward-function signature) as a verifier.
+
+    >>> from reinforce_ada.types import Completion, Prompt
+    >>> def same_length(prompts, completions, answer, **kwargs):
+    ...     return [float(len(c) == len(a)) for c, a in zip(completions, answer)]
+    >>> verifier = RewardFunctionVerifier(same_length)
+    >>> verifier([Prompt("p", "Say hi", answer="hi")] * 2, [Completion("p", "yo"), Completion("p", "hello")])
+    [1.0, 0.0]
+    """
+
+    def __init__(self, fn: Callable, *, answer_key: str = "answer", **options: Any):
+        if not callable(fn):
+            raise TypeError(f"reward function must be callable (got {type(fn).__name__})")
+        self.fn = fn
+        self.answer_key = answer_key
+        self.options = options
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+        self.stats: dict[str, int] = dict.fromkeys(("completions", "none"), 0)
+
+    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
+        if len(prompts) != len(completions):
+            raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
+                             f"completion")
+        texts: list[Any] = [
+            [{"role": "assistant", "content": c.text}] if isinstance(p.prompt, list) else c.text
+            for p, c in zip(prompts, completions)
+        ]
+        columns: dict[str, list[Any]] = {}
+        for key in dict.fromkeys(k for p in prompts for k in p.metadata):
+            columns[key] = [p.metadata.get(key) for p in prompts]
+        columns[self.answer_key] = [p.answer for p in prompts]
+        columns["completion_ids"] = [list(c.token_ids) for c in completions]
+        rewards = self.fn([p.prompt for p in prompts], texts, **columns, **self.options)
+        try:
+            rewards = list(rewards)
+        except TypeError:
+            raise TypeError(f"reward function {self.name!r} returned {type(rewards).__name__}; expected a list of "
+                            f"floats or None") from None
+        if len(rewards) != len(completions):
+            raise ValueError(f"reward function {self.name!r} returned {len(rewards)} rewards for "
+                             f"{len(completions)} completions")
+        checked: list[float | None] = []
+        for reward in rewards:
+            self.stats["completions"] += 1
+            if reward is None:
+                self.stats["none"] += 1
+                checked.append(None)
+            else:
+                checked.append(float(reward))
+        return checked
