@@ -148,9 +148,10 @@ class DynamicSamplingConfig:
             raise ConfigError(f"group_size must be >= 2 (got {self.group_size})")
         if self.generation_batch_size is None:
             self.generation_batch_size = self.batch_size
-        elif self.generation_batch_size <= 0:
-            raise ConfigError(f"generation_batch_size must be positive (got {self.generation_batch_size})")
-        _check_choice("on_verifier_failure", self.on_verifier_failure, ["zero", "drop"])
+        elif (not isinstance(self.generation_batch_size, int) or isinstance(self.generation_batch_size, bool)
+              or self.generation_batch_size <= 0):
+            raise ConfigError(f"generation_batch_size must be a positive integer (got {self.generation_batch_size!r})")
+        self.round_config()  # checks positive_threshold, epsilon, on_verifier_failure, generation_retries
 
     def round_config(self) -> SamplerConfig:
         """The single GRPO round this strategy runs on each generation batch."""
@@ -298,6 +299,8 @@ class TrainConfig:
     """Tiny model only: most supervised warm-start steps."""
     sft_target_accuracy: float = 0.25
     """Tiny model only: warm start stops once held-out sampled accuracy reaches this."""
+    sft_seed: int = 0
+    """Tiny model only: seed of the warm start (kept apart from ``seed`` so RL seeds can share a start)."""
     num_threads: int = 0
     """torch CPU threads (0: torch's default)."""
 

@@ -231,13 +231,13 @@ class Trainer:
                 raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
             settings = WarmStartSettings(task=str(cfg.task), task_digits=cfg.task_digits,
                                          target_accuracy=cfg.sft_target_accuracy, max_steps=cfg.sft_max_steps,
-                                         seed=cfg.seed, max_new_tokens=cfg.max_new_tokens)
+                                         seed=cfg.sft_seed, max_new_tokens=cfg.max_new_tokens)
             # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
             # different from the prompts the RL run reports on.
             from reinforce_ada.data import get_task
 
             task = get_task(cfg.task, **({"digits": cfg.task_digits} if cfg.task == "arithmetic" else {}))
-            sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.seed + 1000, split="test")
+            sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
             model, tokenizer, self.warm_start_info = load_or_warm_start_tiny(
                 settings, train_prompts, sft_held_out, self.verifier, cache_dir())
             return model, tokenizer

@@ -6,8 +6,8 @@ indices to keep; which completions of a class are kept is a seeded uniform choic
 
 * ``balanced``          -- ``n // 2`` positives and ``n - n // 2`` negatives; a class that is short is topped up from
   the other class (Reinforce-Ada's balanced downsampling).
-* ``positive_focused``  -- keep the pool's positive ratio (rounded), but at least one positive whenever the pool has
-  one. (Our reading of the reference's "positive-focused" mode; the reference keeps *all* positives first, which
+* ``positive_focused``  -- keep the pool's positive ratio (rounded), but at least one positive and one negative
+  whenever the pool has them. (Our reading of the reference's "positive-focused" mode; the reference keeps *all* positives first, which
   over-represents them even more.)
 * ``random``            -- a uniform subset of the pool, ignoring classes.
 
@@ -55,10 +55,13 @@ def balanced(is_positive: np.ndarray, group_size: int, rng: np.random.Generator)
 @SELECTION_RULES.register("positive_focused")
 def positive_focused(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
     available_pos = int(is_positive.sum())
+    available_neg = len(is_positive) - available_pos
     target = int(round(group_size * available_pos / max(len(is_positive), 1)))
     if available_pos > 0:
         target = max(target, 1)
-    num_pos, num_neg = _fill(target, group_size, available_pos, len(is_positive) - available_pos)
+    if available_neg > 0:  # keep one negative too, or a mostly-positive pool would yield a zero-signal group
+        target = min(target, group_size - 1)
+    num_pos, num_neg = _fill(target, group_size, available_pos, available_neg)
     return _take_counts(is_positive, num_pos, num_neg, rng)
 
 

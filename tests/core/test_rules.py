@@ -75,3 +75,17 @@ def test_registry():
         reg.register("a")(lambda: 2)
     with pytest.raises(ValueError, match="unknown widget 'b'; registered: a"):
         reg.get("b")
+
+
+def test_positive_focused_keeps_one_of_each_class_when_both_exist():
+    import numpy as np
+
+    from reinforce_ada.core.selection import positive_focused
+
+    rng = np.random.default_rng(0)
+    mostly_positive = np.array([True] * 7 + [False])
+    kept = positive_focused(mostly_positive, 4, rng)
+    assert sorted(mostly_positive[kept].tolist()) == [False, True, True, True]  # round(4 * 7/8) = 4, capped at 3
+    mostly_negative = np.array([True] + [False] * 15)
+    kept = positive_focused(mostly_negative, 4, rng)
+    assert sorted(mostly_negative[kept].tolist()) == [False, False, False, True]  # round(4/16) = 0, raised to 1
