@@ -145,8 +145,10 @@ def test_several_rounds_with_dp_padding_return_n_rows_per_prompt_in_place():
     assert out.batch["responses"].shape == (12, RESPONSE_LEN)
     assert out.batch["response_mask"].shape == (12, RESPONSE_LEN)
     assert torch.equal(out.batch["response_mask"], out.batch["attention_mask"][:, PROMPT_LEN:])
-    # Timing is summed over the 4 rounds so verl's trainer can log it.
-    assert out.meta_info["timing"] == {"gen": 4.0}
+    # Timing is summed over the 4 rounds; the sampler's metrics ride along in it (verl's trainer logs "timing").
+    assert out.meta_info["timing"]["gen"] == 4.0
+    assert out.meta_info["timing"]["reinforce_ada/exited_fraction"] == pytest.approx(2 / 3)
+    assert out.meta_info["reinforce_ada_metrics"] == wrapper.last_metrics
 
 
 def test_pool_statistics_and_rewards_follow_the_script():
@@ -465,3 +467,61 @@ def test_fake_worker_handle_is_awaitable():  # guards the fake itself: verl awai
     rollout = FakeRolloutWorkerGroup(scripted)
     out = asyncio.run(_FakeAgentLoopWorker(rollout).generate_sequences.remote(make_request(["easy"], n=2)))
     assert len(out) == 2
+
+
+# -- the legacy trainer's data path, step by step ------------------------------------------------------------------
+def test_trainer_data_path_from_verls_dataset_to_advantages(tmp_path):
+    """The calls RayPPOTrainer.fit makes around generation, on a batch from verl's own RLHFDataset."""
+    pd = pytest.importorskip("pandas")
+    import uuid
+
+    from verl.trainer.ppo.metric_utils import compute_data_metrics
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
+    from verl.trainer.ppo.reward import extract_reward
+    from verl.trainer.ppo.utils import create_rl_dataset
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    from reinforce_ada.integrations.verl.config import check_verl_config, compose_trainer_config
+    from reinforce_ada.models.tiny import build_char_tokenizer
+
+    rows = [{"data_source": "toy", "prompt": [{"role": "user", "content": f"{a}+1"}],
+             "reward_model": {"style": "rule", "ground_truth": str(a + 1)}, "extra_info": {"index": a}}
+            for a in range(3)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    config = compose_trainer_config([f"data.train_files=['{tmp_path / 'train.parquet'}']", "data.max_prompt_length=16",
+                                     "data.dataloader_num_workers=0", "algorithm.reinforce_ada.samples_per_round=2",
+                                     "algorithm.reinforce_ada.unexited=drop"])
+    tokenizer = build_char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}="
+    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None, is_train=True)
+
+    # fit(): batch from the dataloader, a uid per prompt, the generation batch repeated n times.
+    batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(3)]))
+    uids = [str(uuid.uuid4()) for _ in range(3)]
+    batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
+    gen_batch = RayPPOTrainer._get_gen_batch(None, batch)  # does not touch self
+    request = gen_batch.repeat(repeat_times=config.actor_rollout_ref.rollout.n, interleave=True)
+
+    script = dict(zip(uids, ("easy", "hard", "late")))
+    fake = FakeRolloutWorkerGroup(lambda uid, call, j: scripted(script[uid], call, j), world_size=2)
+    wrapper = ReinforceAdaRollout(fake, check_verl_config(config), size_divisor=2)
+    output = wrapper.generate_sequences(request)
+
+    # fit(): repeat the prompt batch to align with the responses, union, extract the reward, compute advantages.
+    batch = batch.repeat(repeat_times=config.actor_rollout_ref.rollout.n, interleave=True)
+    batch = batch.union(output)
+    reward_tensor, _ = extract_reward(batch)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = reward_tensor
+    batch = compute_advantage(batch, adv_estimator=config.algorithm.adv_estimator, config=config.algorithm)
+
+    hard = [i for i, u in enumerate(batch.non_tensor_batch["uid"]) if script[u] == "hard"]
+    assert len(batch) == 12 and batch.non_tensor_batch[PAD_KEY][hard].all()  # "hard" never exits: dropped
+    assert batch.batch["advantages"][hard].abs().sum() == 0
+    easy = [i for i, u in enumerate(batch.non_tensor_batch["uid"]) if script[u] == "easy"]
+    # easy's pool is [1, 0, 1, 0]: advantages +-0.5 on every response token, 0 elsewhere.
+    first_token = batch.batch["advantages"][easy, 0]
+    assert sorted(first_token.tolist()) == [-0.5, -0.5, 0.5, 0.5]
+    assert batch.non_tensor_batch["data_source"].tolist() == ["toy"] * 12  # the trainer's columns survived
+    metrics = compute_data_metrics(batch=batch, use_critic=False)
+    assert metrics["critic/advantages/max"] == pytest.approx(1 - 1 / 3)  # late's positives: pool mean 2/6

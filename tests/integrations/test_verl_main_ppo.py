@@ -136,13 +136,48 @@ def test_bad_config_fails_before_ray_starts(monkeypatch):
         main_ppo.run(cfg)
 
 
+# -- the examples --------------------------------------------------------------------------------------------------
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "verl")
+
+
+def _env():
+    root = os.path.abspath(os.path.join(EXAMPLES, "..", ".."))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+
 @pytest.mark.slow
-def test_module_entry_point_parses_hydra_overrides():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
-    shown = subprocess.run([sys.executable, "-m", "reinforce_ada.integrations.verl.main_ppo", "--cfg", "job",
-                            "algorithm.reinforce_ada.max_rounds=3"], capture_output=True, text=True, env=env,
-                           timeout=300)
+def test_paper_recipe_script_composes_with_the_papers_settings():  # also runs `python -m ...main_ppo` (hydra)
+    shown = subprocess.run(["bash", os.path.join(EXAMPLES, "run_reinforce_ada.sh"), "--cfg", "job"],
+                           capture_output=True, text=True, env={**_env(), "MODEL_PATH": "/models/none"}, timeout=300)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    shown_cfg = OmegaConf.create(shown.stdout)
-    assert shown_cfg.algorithm.reinforce_ada.max_rounds == 3
-    assert shown_cfg.algorithm.adv_estimator == "reinforce_ada"
+    cfg = OmegaConf.create(shown.stdout)
+    sampler = check_verl_config(cfg)
+    assert (sampler.samples_per_round, sampler.max_rounds, sampler.group_size) == (8, 4, 4)
+    assert (sampler.exit_rule, sampler.selection, sampler.normalize_std) == ("balanced", "balanced", False)
+    assert cfg.data.train_batch_size == 512 and cfg.trainer.n_gpus_per_node == 8
+    actor = cfg.actor_rollout_ref.actor
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
+    assert actor.optim.lr == 1e-6 and actor.use_kl_loss is False
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_builds_a_valid_run(tmp_path):
+    done = subprocess.run([sys.executable, os.path.join(EXAMPLES, "gpu_check.py"), "--dry-run", "--workdir",
+                           str(tmp_path)], capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "DRY RUN OK" in done.stderr
+    assert (tmp_path / "model" / "model.safetensors").exists() and (tmp_path / "train.parquet").exists()
+
+
+def test_gpu_check_reads_the_training_log():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(EXAMPLES, "gpu_check.py"))
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    good = "\n".join(f"step:{s} - timing_s/reinforce_ada/total_samples:48 - timing_s/reinforce_ada/rounds_used:2"
+                     for s in (1, 2))
+    assert gpu_check.check_log(good) == []
+    problems = gpu_check.check_log("step:1 - actor/pg_loss:0.1")
+    assert "no metrics line for step 2" in problems
+    assert any("reinforce_ada/total_samples" in p for p in problems)

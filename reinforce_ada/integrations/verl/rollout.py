@@ -181,7 +181,8 @@ class ReinforceAdaRollout:
         tokenizer: when given, completions' ``text`` is decoded (needed by text verifiers).
 
     After each call, :attr:`last_batch` is the core's :class:`SampledBatch` and :attr:`last_metrics` its metrics
-    (prefixed ``reinforce_ada/``, also put in the output's ``meta_info["reinforce_ada_metrics"]``).
+    (prefixed ``reinforce_ada/``), also put in the output's ``meta_info["reinforce_ada_metrics"]`` and
+    ``meta_info["timing"]`` (which verl's trainer logs, as ``timing_s/reinforce_ada/...``).
     """
 
     def __init__(self, rollout: Any, config: SamplerConfig, *, size_divisor: int = 1,
@@ -227,7 +228,10 @@ class ReinforceAdaRollout:
         metrics = {f"reinforce_ada/{k}": float(v) for k, v in sampled.metrics.items()}
         metrics["reinforce_ada/padding_rows"] = float(out.non_tensor_batch["reinforce_ada_is_pad"].sum())
         metrics["reinforce_ada/generation_padding_rows"] = float(generator.num_padding_rows)
-        out.meta_info = {**generator.output_meta_info, "timing": generator.timing, "reinforce_ada_metrics": metrics}
+        # verl's legacy trainer logs every meta_info["timing"] entry as timing_s/<key> and nothing else from
+        # generation (its own agent loop reports num_preempted that way), so the sampler's metrics ride along there.
+        out.meta_info = {**generator.output_meta_info, "timing": {**generator.timing, **metrics},
+                         "reinforce_ada_metrics": metrics}
         self.num_steps += 1
         self.last_batch, self.last_metrics = sampled, metrics
         logger.info("reinforce_ada step %d: %d prompts, %.0f samples, %d rounds, %.2f exited, %d padding rows",
