@@ -1,0 +1,217 @@
+"""Load training prompts from a file or a Hugging Face dataset into :class:`~reinforce_ada.types.Prompt` objects.
+
+``load_prompts(source, ...)``:
+
+1. Read rows. ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` files are read directly (``.json`` may hold a list
+   of records, a ``{"column": [...]}`` mapping or ``{"data": [...]}``; ``.parquet`` needs ``pyarrow``). A directory
+   written by ``datasets``' ``save_to_disk`` is opened with ``load_from_disk``; any other directory or a dataset name
+   goes to ``datasets.load_dataset`` (offline under ``HF_HUB_OFFLINE=1``: only the local cache is used). ``split``
+   picks the split of a dataset dictionary; it is ignored for single files.
+2. Check before any work per row: the source exists, the extension is supported, the dataset is not empty, and the
+   ``prompt_key`` / ``answer_key`` / ``id_key`` columns exist (the error lists the available columns).
+3. Build each prompt. A string in ``prompt_key`` is put into ``template`` (every ``{prompt}`` is replaced; other
+   braces, such as ``\\boxed{}``, are kept as written); with ``system_prompt`` it becomes the chat messages
+   ``[{"role": "system", ...}, {"role": "user", ...}]``. A column that already holds a message list stays a message
+   list (the template applies to its last user message; ``system_prompt`` is prepended unless it has one).
+   ``answer_key`` gives ``Prompt.answer`` (``answer_key=None`` for none); every other column goes to
+   ``Prompt.metadata``.
+4. Ids. With ``id_key`` the id is that column's value (it must be unique). Otherwise it is a content hash: the first
+   16 hex digits of SHA-256 over the JSON of the raw prompt and answer, so the id does not change when rows are
+   reordered, filtered or templated differently; identical rows get ``#1``, ``#2``, ... appended in row order.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterable
+
+from reinforce_ada.types import Prompt
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_EXTENSIONS = (".jsonl", ".json", ".parquet", ".csv")
+
+
+def load_prompts(source: str | Path, *, prompt_key: str = "prompt", answer_key: str | None = "answer",
+                 template: str | None = None, system_prompt: str | None = None, split: str = "train",
+                 limit: int | None = None, id_key: str | None = None) -> list[Prompt]:
+    """Read prompts from ``source`` (a data file, a ``save_to_disk`` directory or a dataset name); see the module doc.
+
+    >>> import json, tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.jsonl"
+    >>> _ = path.write_text(json.dumps({"question": "1+1?", "answer": "2", "level": 1}) + "\\n")
+    >>> [prompt] = load_prompts(path, prompt_key="question", template="{prompt} Answer in \\\\boxed{}.")
+    >>> prompt.prompt, prompt.answer, prompt.metadata
+    ('1+1? Answer in \\\\boxed{}.', '2', {'level': 1})
+    """
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None (got {limit!r})")
+    if template is not None and "{prompt}" not in template:
+        raise ValueError(f"template must contain '{{prompt}}' where the prompt goes (got {template!r})")
+    rows, columns = _read_rows(source, split)
+    if not rows:
+        raise ValueError(f"{source}: the dataset is empty (no rows)")
+    for role, key in (("prompt_key", prompt_key), ("answer_key", answer_key), ("id_key", id_key)):
+        if key is not None and key not in columns:
+            raise KeyError(f"{source}: no column {key!r} (given as {role}); available columns: "
+                           f"{', '.join(map(repr, columns))}")
+    if limit is not None:
+        rows = rows[:limit]
+    prompts: list[Prompt] = []
+    seen: dict[Any, int] = {}
+    used = {prompt_key, answer_key, id_key}
+    for index, row in enumerate(rows):
+        raw = row.get(prompt_key)
+        text = _build_prompt(raw, template, system_prompt, where=f"{source} row {index}")
+        answer = row.get(answer_key) if answer_key is not None else None
+        if id_key is not None:
+            prompt_id = row[id_key]
+            if prompt_id in seen:
+                raise ValueError(f"{source}: id {prompt_id!r} in column {id_key!r} appears in rows {seen[prompt_id]} "
+                                 f"and {index}; ids must be unique")
+            seen[prompt_id] = index
+        else:
+            prompt_id = content_id(raw, answer)
+            count = seen.get(prompt_id, 0)
+            seen[prompt_id] = count + 1
+            if count:
+                prompt_id = f"{prompt_id}#{count}"
+        metadata = {key: value for key, value in row.items() if key not in used}
+        prompts.append(Prompt(prompt_id=prompt_id, prompt=text, answer=answer, metadata=metadata))
+    logger.info("loaded %d prompts from %s", len(prompts), source)
+    return prompts
+
+
+def content_id(prompt: Any, answer: Any) -> str:
+    """First 16 hex digits of SHA-256 over the JSON of ``[prompt, answer]`` (stable across runs and machines)."""
+    payload = json.dumps([prompt, answer], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def apply_template(text: str, template: str | None) -> str:
+    """Replace every ``{prompt}`` in ``template`` with ``text``; other braces stay as written."""
+    return text if template is None else template.replace("{prompt}", text)
+
+
+def _build_prompt(raw: Any, template: str | None, system_prompt: str | None, where: str) -> str | list[dict]:
+    if isinstance(raw, str):
+        text = apply_template(raw, template)
+        if system_prompt is None:
+            return text
+        return [{"role": "system", "content": system_prompt}, {"role": "user", "content": text}]
+    if _is_messages(raw):
+        messages = [dict(m) for m in raw]
+        if template is not None:
+            users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+            if not users:
+                raise ValueError(f"{where}: template given but the message list has no user message")
+            messages[users[-1]]["content"] = apply_template(messages[users[-1]]["content"], template)
+        if system_prompt is not None and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system_prompt})
+        return messages
+    raise TypeError(f"{where}: the prompt must be a string or a list of {{'role', 'content'}} messages "
+                    f"(got {type(raw).__name__})")
+
+
+def _is_messages(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(isinstance(m, dict) and "role" in m and "content" in m for m in value))
+
+
+def _read_rows(source: str | Path, split: str) -> tuple[list[dict], list[str]]:
+    path = Path(source)
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix not in SUPPORTED_EXTENSIONS:
+            raise ValueError(f"{path}: unsupported file type {suffix or '(none)'!r}; supported: "
+                             f"{', '.join(SUPPORTED_EXTENSIONS)}, or a datasets directory / name")
+        rows = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet, ".csv": _read_csv}[suffix](path)
+        return rows, _columns(rows)
+    if path.is_dir():
+        return _read_hf(path, split, on_disk=_is_saved_dataset(path))
+    looks_like_path = isinstance(source, Path) or str(source).startswith((".", "/", "~")) or Path(
+        str(source)).suffix.lower() in SUPPORTED_EXTENSIONS
+    if looks_like_path:
+        raise FileNotFoundError(f"no such file or directory: {source}")
+    return _read_hf(str(source), split, on_disk=False)
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: each line must be a JSON object (got {type(row).__name__})")
+            rows.append(row)
+    return rows
+
+
+def _read_json(path: Path) -> list[dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]
+    if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
+        lengths = {len(v) for v in data.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"{path}: columns have different lengths {sorted(lengths)}")
+        data = [dict(zip(data, values)) for values in zip(*data.values())]
+    if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
+        raise ValueError(f"{path}: expected a list of objects, {{'column': [...]}} or {{'data': [...]}}")
+    return data
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return [dict(row) for row in csv.DictReader(f)]
+
+
+def _read_parquet(path: Path) -> list[dict]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("reading .parquet needs pyarrow: pip install pyarrow (it comes with 'datasets')") from None
+    return pq.read_table(path).to_pylist()
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
+
+
+def _read_hf(source: str | Path, split: str, on_disk: bool) -> tuple[list[dict], list[str]]:
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError(f"loading {source!r} needs the datasets package: pip install 'reinforce-ada[train]'") from None
+    try:
+        data = datasets.load_from_disk(str(source)) if on_disk else datasets.load_dataset(str(source))
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"cannot load dataset {str(source)!r}: {err}") from err
+    except (ConnectionError, OSError, ValueError) as err:
+        raise ValueError(f"cannot load dataset {str(source)!r} (offline? HF_HUB_OFFLINE=1 allows only the local "
+                         f"cache): {err}") from err
+    if isinstance(data, (datasets.DatasetDict, dict)):
+        if split not in data:
+            raise KeyError(f"{source}: no split {split!r}; available splits: {', '.join(map(repr, data))}")
+        data = data[split]
+    return _rows_of(data), list(data.column_names)
+
+
+def _rows_of(dataset: Iterable[dict]) -> list[dict]:
+    return [dict(row) for row in dataset]

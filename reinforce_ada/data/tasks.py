@@ -1,0 +1,208 @@
+"""Built-in tasks: named prompt sources that know which verifier scores them.
+
+A :class:`Task` has a ``name``, a ``verifier_name`` (the verifier to use by default, see
+:func:`reinforce_ada.verifiers.get_verifier`) and ``prompts(num, seed, split)``. Tasks are registered by name;
+``get_task(name, **options)`` builds one.
+
+``arithmetic``: generated ``a<op>b=`` problems (``"12+34="`` -> answer ``"46"``), short enough for the tiny
+character-level model. Operands are uniform in ``[0, 10**digits)``; ``operators`` is any of ``"+-*"``. Every
+expression belongs to exactly one split by a hash of its text (``test_fraction`` of them, default 10%, are ``test``),
+so train and test never overlap; ``prompts(num, seed, split)`` draws ``num`` distinct expressions of that split with
+a seeded generator (same seed -> same prompts, in the same order). Scored by the ``arithmetic`` verifier. The prompt
+id is the expression itself.
+
+``reasoning-gym:<dataset>``: prompts from a `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_
+procedural dataset (optional dependency; generation and scoring are offline), scored by the ``reasoning-gym``
+verifier with the dataset's own ``score_answer``. Options other than ``system_prompt`` / ``template`` go to the
+dataset's config (e.g. ``min_terms=2``). The same hash split as above keeps train and test questions apart: items
+are generated from ``seed`` and kept only when their question hashes into the requested split. The prompt id is
+``"<dataset>:<hash of question>"`` and the entry travels in ``Prompt.metadata["reasoning_gym"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from reinforce_ada.core.registry import Registry
+from reinforce_ada.data.loading import apply_template
+from reinforce_ada.types import Prompt
+
+SPLITS = ("train", "test")
+
+TASKS: Registry[Callable[..., "Task"]] = Registry("task")
+"""Name -> factory; ``factory(**options)`` returns a :class:`Task`."""
+
+register_task = TASKS.register
+
+
+def split_of(text: str, test_fraction: float) -> str:
+    """``"test"`` for about ``test_fraction`` of all texts (by a SHA-256 hash of ``text``), else ``"train"``."""
+    bucket = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
+    return "test" if bucket < test_fraction else "train"
+
+
+def _check_request(num: int, split: str) -> None:
+    if not isinstance(num, (int, np.integer)) or num < 1:
+        raise ValueError(f"num must be a positive integer (got {num!r})")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+
+
+class Task(ABC):
+    """A named source of prompts plus the verifier that scores them."""
+
+    name: str
+    verifier_name: str
+    verifier_options: dict[str, Any]
+
+    @abstractmethod
+    def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
+        """``num`` distinct prompts of ``split`` (``"train"`` or ``"test"``), the same for the same ``seed``."""
+
+    def verifier(self, **options: Any):
+        """The task's default verifier (``options`` override the task's own verifier options)."""
+        from reinforce_ada.verifiers import get_verifier
+
+        return get_verifier(self.verifier_name, **{**self.verifier_options, **options})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, verifier_name={self.verifier_name!r})"
+
+
+@register_task("arithmetic")
+class ArithmeticTask(Task):
+    """``a<op>b=`` with ``digits``-digit operands; answer is the integer result.
+
+    >>> task = ArithmeticTask(digits=2)
+    >>> [(p.prompt, p.answer) for p in task.prompts(2, seed=0)]
+    [('85+63=', '148'), ('51+26=', '77')]
+    """
+
+    def __init__(self, *, digits: int = 2, operators: str = "+", test_fraction: float = 0.1):
+        if not isinstance(digits, int) or not 1 <= digits <= 9:
+            raise ValueError(f"digits must be an integer in [1, 9] (got {digits!r})")
+        if not operators or set(operators) - set("+-*"):
+            raise ValueError(f"operators must be a non-empty string of '+', '-', '*' (got {operators!r})")
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1) (got {test_fraction})")
+        self.name = "arithmetic"
+        self.verifier_name = "arithmetic"
+        self.verifier_options = {}
+        self.digits = digits
+        self.operators = "".join(dict.fromkeys(operators))
+        self.test_fraction = test_fraction
+
+    @property
+    def num_expressions(self) -> int:
+        """All distinct expressions, both splits together."""
+        return (10 ** self.digits) ** 2 * len(self.operators)
+
+    def _expression(self, a: int, op: str, b: int) -> tuple[str, str]:
+        result = a + b if op == "+" else a - b if op == "-" else a * b
+        return f"{a}{op}{b}=", str(result)
+
+    def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
+        _check_request(num, split)
+        share = self.test_fraction if split == "test" else 1.0 - self.test_fraction
+        rng = np.random.default_rng([seed, SPLITS.index(split)])
+        high = 10 ** self.digits
+        if num > share * self.num_expressions / 4:  # dense request: enumerate the whole split, then shuffle
+            every = [(a, op, b) for a in range(high) for op in self.operators for b in range(high)
+                     if split_of(self._expression(a, op, b)[0], self.test_fraction) == split]
+            if num > len(every):
+                raise ValueError(f"asked for {num} {split} prompts but arithmetic with digits={self.digits} and "
+                                 f"operators={self.operators!r} has only {len(every)}")
+            picks = [every[i] for i in rng.permutation(len(every))[:num]]
+        else:  # sparse request: draw until enough distinct expressions of this split
+            seen: set[tuple[int, str, int]] = set()
+            picks = []
+            while len(picks) < num:
+                a, b = rng.integers(0, high, size=2).tolist()
+                op = self.operators[int(rng.integers(len(self.operators)))]
+                if (a, op, b) in seen or split_of(self._expression(a, op, b)[0], self.test_fraction) != split:
+                    continue
+                seen.add((a, op, b))
+                picks.append((a, op, b))
+        prompts = []
+        for a, op, b in picks:
+            text, answer = self._expression(a, op, b)
+            prompts.append(Prompt(prompt_id=text, prompt=text, answer=answer,
+                                  metadata={"task": self.name, "a": a, "b": b, "operator": op}))
+        return prompts
+
+
+class ReasoningGymTask(Task):
+    """Prompts from the reasoning-gym procedural dataset ``dataset``, scored by its own ``score_answer``."""
+
+    def __init__(self, dataset: str, *, system_prompt: str | None = None, template: str | None = None,
+                 test_fraction: float = 0.1, extract: str = "answer_tag", **config: Any):
+        from reinforce_ada.verifiers.reasoning_gym import require_reasoning_gym
+
+        require_reasoning_gym()
+        import reasoning_gym
+        from reasoning_gym.factory import DATASETS
+
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; e.g. {', '.join(sorted(DATASETS)[:8])}, ...")
+        if template is not None and "{prompt}" not in template:
+            raise ValueError(f"template must contain '{{prompt}}' (got {template!r})")
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1) (got {test_fraction})")
+        reasoning_gym.create_dataset(dataset, size=1, seed=0, **config)  # bad config options fail here, early
+        self.name = f"reasoning-gym:{dataset}"
+        self.verifier_name = "reasoning-gym"
+        self.verifier_options = {"extract": extract}
+        self.dataset = dataset
+        self.config = config
+        self.system_prompt = system_prompt
+        self.template = template
+        self.test_fraction = test_fraction
+
+    def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
+        import reasoning_gym
+
+        _check_request(num, split)
+        share = self.test_fraction if split == "test" else 1.0 - self.test_fraction
+        chosen: dict[str, Prompt] = {}
+        for chunk in range(100):
+            size = max(16, int(2 * (num - len(chosen)) / share))
+            data = reasoning_gym.create_dataset(self.dataset, size=size, seed=seed * 1_000_003 + chunk, **self.config)
+            for entry in data:
+                question = entry["question"]
+                if split_of(question, self.test_fraction) != split:
+                    continue
+                prompt_id = f"{self.dataset}:{hashlib.sha256(question.encode('utf-8')).hexdigest()[:16]}"
+                if prompt_id in chosen:
+                    continue
+                text = apply_template(question, self.template)
+                prompt: str | list[dict] = text if self.system_prompt is None else [
+                    {"role": "system", "content": self.system_prompt}, {"role": "user", "content": text}]
+                chosen[prompt_id] = Prompt(prompt_id=prompt_id, prompt=prompt, answer=entry["answer"], metadata={
+                    "reasoning_gym": {"dataset": self.dataset, "entry": entry}})
+                if len(chosen) == num:
+                    return list(chosen.values())
+        raise ValueError(f"reasoning-gym {self.dataset!r} produced only {len(chosen)} distinct {split} questions; "
+                         f"ask for fewer than {num}")
+
+
+def get_task(name: str, **options: Any) -> Task:
+    """Build the task registered as ``name`` (``"arithmetic"``) or ``"reasoning-gym:<dataset>"`` with ``options``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty string (got {name!r})")
+    if name.startswith("reasoning-gym:"):
+        dataset = name.partition(":")[2]
+        if not dataset:
+            raise ValueError("give the dataset after the colon, e.g. 'reasoning-gym:basic_arithmetic'")
+        return ReasoningGymTask(dataset, **options)
+    if name in TASKS:
+        return TASKS.get(name)(**options)
+    raise ValueError(f"unknown task {name!r}; registered: {', '.join(TASKS.names())}, or 'reasoning-gym:<dataset>'")
+
+
+def list_tasks() -> list[str]:
+    """The registered task names (``reasoning-gym:<dataset>`` is accepted as well)."""
+    return TASKS.names()

@@ -1,0 +1,88 @@
+"""Built-in tasks: the arithmetic generator and the reasoning-gym wrapper, end to end with their verifiers."""
+
+from __future__ import annotations
+
+import pytest
+
+from reinforce_ada.data import ArithmeticTask, get_task, list_tasks, split_of
+from reinforce_ada.types import Completion
+
+
+def test_arithmetic_prompts_are_deterministic_and_correct():
+    task = get_task("arithmetic", digits=2, operators="+-*")
+    assert task.name == "arithmetic" and task.verifier_name == "arithmetic"
+    prompts = task.prompts(200, seed=3)
+    assert [p.prompt_id for p in prompts] == [p.prompt_id for p in task.prompts(200, seed=3)]
+    assert [p.prompt_id for p in prompts] != [p.prompt_id for p in task.prompts(200, seed=4)]
+    assert len({p.prompt_id for p in prompts}) == 200
+    for p in prompts:
+        a, b, op = p.metadata["a"], p.metadata["b"], p.metadata["operator"]
+        assert p.prompt == f"{a}{op}{b}=" and 0 <= a < 100 and 0 <= b < 100
+        assert int(p.answer) == {"+": a + b, "-": a - b, "*": a * b}[op]
+    assert {p.metadata["operator"] for p in prompts} == {"+", "-", "*"}
+
+
+def test_arithmetic_train_and_test_never_overlap():
+    task = ArithmeticTask(digits=1)  # 100 expressions: ask for every test one and most train ones
+    test = task.prompts(sum(split_of(f"{a}+{b}=", 0.1) == "test" for a in range(10) for b in range(10)), 0, "test")
+    train = task.prompts(60, seed=0, split="train")
+    assert not {p.prompt_id for p in test} & {p.prompt_id for p in train}
+    assert all(split_of(p.prompt, 0.1) == "test" for p in test)
+    with pytest.raises(ValueError, match="has only"):
+        task.prompts(len(test) + 1, seed=0, split="test")
+
+
+def test_arithmetic_prompts_fit_the_tiny_tokenizer_and_score():
+    from reinforce_ada.models.tiny import TINY_VOCAB
+
+    task = get_task("arithmetic", digits=3, operators="+-")
+    prompts = task.prompts(50, seed=0)
+    assert all(set(p.prompt) | set(p.answer) <= set(TINY_VOCAB) for p in prompts)
+    verifier = task.verifier()
+    completions = [Completion(p.prompt_id, p.answer + "<eos>") for p in prompts[:3]]
+    completions += [Completion(p.prompt_id, str(int(p.answer) + 1)) for p in prompts[3:5]]
+    assert verifier(prompts[:5], completions) == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_task_errors():
+    assert "arithmetic" in list_tasks()
+    with pytest.raises(ValueError, match="unknown task 'algebra'"):
+        get_task("algebra")
+    with pytest.raises(ValueError, match="digits"):
+        get_task("arithmetic", digits=0)
+    with pytest.raises(ValueError, match="operators"):
+        get_task("arithmetic", operators="/")
+    with pytest.raises(ValueError, match="split"):
+        get_task("arithmetic").prompts(1, seed=0, split="validation")
+    with pytest.raises(ValueError, match="num"):
+        get_task("arithmetic").prompts(0, seed=0)
+
+
+def test_reasoning_gym_basic_arithmetic_end_to_end():
+    pytest.importorskip("reasoning_gym")
+    task = get_task("reasoning-gym:basic_arithmetic", system_prompt="Answer in <answer></answer> tags.")
+    assert task.name == "reasoning-gym:basic_arithmetic" and task.verifier_name == "reasoning-gym"
+    train = task.prompts(8, seed=0)
+    test = task.prompts(4, seed=0, split="test")
+    assert len({p.prompt_id for p in train}) == 8
+    assert not {p.prompt_id for p in train} & {p.prompt_id for p in test}
+    assert [p.prompt_id for p in train] == [p.prompt_id for p in task.prompts(8, seed=0)]
+    prompt = train[0]
+    assert prompt.prompt[0] == {"role": "system", "content": "Answer in <answer></answer> tags."}
+    assert prompt.prompt[1]["content"] == prompt.metadata["reasoning_gym"]["entry"]["question"]
+    verifier = task.verifier()
+    wrong = str(int(prompt.answer) + 1)
+    completions = [Completion(prompt.prompt_id, f"Let me compute. <answer>{prompt.answer}</answer>"),
+                   Completion(prompt.prompt_id, f"<answer>{wrong}</answer>"),
+                   Completion(prompt.prompt_id, prompt.answer)]  # no tags: no answer under extract="answer_tag"
+    assert verifier([prompt] * 3, completions) == [1.0, 0.0, 0.0]
+    assert verifier.stats["no_answer"] == 1
+    assert verifier([train[1].__class__("x", "q")], [Completion("x", "<answer>1</answer>")]) == [None]
+
+
+def test_reasoning_gym_errors():
+    pytest.importorskip("reasoning_gym")
+    with pytest.raises(ValueError, match="unknown reasoning-gym dataset 'nope'"):
+        get_task("reasoning-gym:nope")
+    with pytest.raises(TypeError):
+        get_task("reasoning-gym:basic_arithmetic", no_such_option=3)
