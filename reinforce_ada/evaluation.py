@@ -222,7 +222,10 @@ def run_cli(args: argparse.Namespace) -> int:
             datasets[source] = list(task.prompts(args.limit or 200, seed=args.seed, split="test"))
             verifier_names[source] = args.verifier or task.verifier_name
         else:
-            datasets[source] = list(load_prompts(source, **load_options))
+            try:
+                datasets[source] = list(load_prompts(source, **load_options))
+            except KeyError as err:  # a missing column: a user error, reported like the others
+                raise ValueError(err.args[0] if err.args else str(err)) from None
             verifier_names[source] = args.verifier or "math"
         if not datasets[source]:
             raise ValueError(f"--data {source!r} gave no prompts")

@@ -249,3 +249,33 @@ def test_cli_rejects_bad_arguments_before_loading(tmp_path):
         run_eval(["--model", str(tmp_path), "--data", "x", "--data", "x"])
     with pytest.raises(ValueError, match="--k"):
         run_eval(["--model", str(tmp_path), "--data", "x", "--k", "0"])
+
+
+def test_cli_with_the_real_task_and_verifier(tiny_checkpoint, tmp_path, capsys):
+    """task:arithmetic through the real data and verifier modules: the prompts are the task's test prompts and the
+    written rewards are what the task's verifier gives those completions."""
+    import torch
+
+    from reinforce_ada.data import get_task
+    from reinforce_ada.verifiers import get_verifier
+
+    out = tmp_path / "gens.jsonl"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert run_eval(["--model", str(tiny_checkpoint), "--data", "task:arithmetic", "--k", "2", "--limit", "3",
+                         "--max-new-tokens", "5", "--seed", "4", "--out", str(out), "--json"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    results = json.loads(capsys.readouterr().out)
+    assert results["verifiers"] == {"task:arithmetic": get_task("arithmetic").verifier_name}
+    task_prompts = get_task("arithmetic").prompts(3, seed=4, split="test")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["prompt_id"] for line in lines] == [p.prompt_id for p in task_prompts for _ in range(2)]
+    prompts = [p for p in task_prompts for _ in range(2)]
+    completions = [Completion(p.prompt_id, line["completion"]) for p, line in zip(prompts, lines)]
+    expected = list(get_verifier(results["verifiers"]["task:arithmetic"])(prompts, completions))
+    assert [line["reward"] for line in lines] == expected
+    row = results["datasets"]["task:arithmetic"]
+    assert row["num_samples"] == 6
+    assert row["ave@k"] == pytest.approx(sum(r > 0.5 for r in expected) / 6)
