@@ -274,3 +274,26 @@ def test_vllm_colocate_mode_generates_every_round_through_trl(tmp_path, monkeypa
     assert torch.all(inputs["sampling_per_token_logps"][mask] == -0.5)
     # ... and the trained advantages are still the sampler's (TRL shuffles rows, so compare as multisets).
     assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(batch.advantages.tolist()), abs=1e-6)
+
+
+@pytest.mark.parametrize("setup, collective", [
+    (dict(num_processes=1, use_vllm=True, mode="server"), False),  # one process: nothing to keep in step
+    (dict(num_processes=2), False),  # plain generation under DDP
+    (dict(num_processes=2, use_vllm=True, mode="server"), True),
+    (dict(num_processes=2, use_vllm=True, mode="colocate", tp=1), False),
+    (dict(num_processes=2, use_vllm=True, mode="colocate", tp=2), True),
+    (dict(num_processes=2, deepspeed_stage=2), False),
+    (dict(num_processes=2, deepspeed_stage=3), True),
+    (dict(num_processes=2, fsdp=True), True),
+])
+def test_which_backends_are_padded_to_equal_rows(setup, collective):
+    from reinforce_ada.integrations.trl import TRLGenerator
+
+    stage = setup.get("deepspeed_stage")
+    trainer = SimpleNamespace(
+        accelerator=SimpleNamespace(num_processes=setup["num_processes"], state=SimpleNamespace(
+            deepspeed_plugin=SimpleNamespace(zero_stage=stage) if stage else None)),
+        is_deepspeed_enabled=stage is not None, is_fsdp_enabled=setup.get("fsdp", False),
+        use_vllm=setup.get("use_vllm", False),
+        vllm_generation=SimpleNamespace(mode=setup.get("mode"), tensor_parallel_size=setup.get("tp", 1)))
+    assert TRLGenerator(trainer).generation_is_collective() is collective

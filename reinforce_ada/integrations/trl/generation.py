@@ -109,8 +109,12 @@ class TRLGenerator:
         trainer = self.trainer
         if self.num_processes == 1:
             return False
-        if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
+        if trainer.is_fsdp_enabled:
             return True
+        if trainer.is_deepspeed_enabled:  # ZeRO-3 gathers parameters around / inside generation; stages 1-2 do not
+            plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+            if getattr(plugin, "zero_stage", 3) == 3:
+                return True
         if trainer.use_vllm:
             vllm = trainer.vllm_generation
             return vllm.mode == "server" or vllm.tensor_parallel_size > 1
