@@ -125,10 +125,10 @@ class AdaGRPOTrainer(GRPOTrainer):
             prompt.metadata[PROMPT_IDS_KEY] = list(ids)
 
         self.ada_generator.reset(unique_prompt_ids[0])
-        try:
-            batch = self.ada_sampler.sample(groups_prompts)
-        finally:
-            self.ada_generator.finish()  # idle in lock-step until every process has finished sampling
+        # An error raises here without idling: the launcher then stops the other processes (joining their collectives
+        # could mask the error or hang).
+        batch = self.ada_sampler.sample(groups_prompts)
+        self.ada_generator.finish()  # idle in lock-step until every process has finished sampling
         if batch.generation_error is not None:
             raise RuntimeError(f"generation failed during Reinforce-Ada sampling: {batch.generation_error}")
         by_id = {g.prompt_id: g for g in batch.groups}
