@@ -20,9 +20,14 @@ def unit_hash(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def sample_name(request_id: str) -> str:
+    """``"<prompt_id>-<index>"``: the request id without its random per-step prefix (keeps the fakes deterministic)."""
+    return request_id.split("-", 1)[1]
+
+
 def label_for(prompt: Prompt, request_id: str) -> str:
-    """``"1"`` with probability ``prompt.metadata["pass_rate"]`` (deterministic in the request id)."""
-    return "1" if unit_hash("label", request_id) < prompt.metadata["pass_rate"] else "0"
+    """``"1"`` with probability ``prompt.metadata["pass_rate"]`` (deterministic in the prompt and sample index)."""
+    return "1" if unit_hash("label", sample_name(request_id)) < prompt.metadata["pass_rate"] else "0"
 
 
 def text_verifier(prompts, completions):
@@ -47,7 +52,7 @@ class TokenEngine:
     async def complete(self, prompt: Prompt, request_id: str) -> Completion:
         self.request_ids.append(request_id)
         self.started[prompt.prompt_id] += 1
-        length = self.min_tokens + int(unit_hash("len", request_id) * (self.max_tokens - self.min_tokens + 1))
+        length = self.min_tokens + int(unit_hash("len", sample_name(request_id)) * (self.max_tokens - self.min_tokens + 1))
         for _ in range(length):
             await asyncio.sleep(0)
             self.log.append(("token", prompt.prompt_id))
@@ -118,7 +123,7 @@ class FakeOpenAIServer:
                 if action == "timeout":
                     time.sleep(server.slow_s)
                 rate = server.pass_rates.get(body.get("prompt"), 0.5)
-                label = "1" if unit_hash("label", request_id) < rate else "0"
+                label = "1" if unit_hash("label", sample_name(request_id)) < rate else "0"
                 payload = {"id": request_id, "object": "text_completion", "model": body.get("model"),
                            "choices": [{"index": 0, "text": f"{label}|{request_id}", "finish_reason": "stop"}]}
                 try:

@@ -10,7 +10,7 @@ from reinforce_ada.sampler import AdaptiveSampler, GenerationError, GenerationRe
 from reinforce_ada.streaming import StreamingOptions, StreamingSampler
 from reinforce_ada.types import Prompt
 
-from streaming_fakes import FakeOpenAIServer, text_verifier, unit_hash
+from streaming_fakes import FakeOpenAIServer, sample_name, text_verifier, unit_hash
 
 FAILURES = ["500", "drop", "timeout", "garbage", "429", "503"]
 RATES = {f"question {i}": r for i, r in enumerate([0.5, 0.2, 0.8, 0.0, 1.0, 0.4, 0.6, 0.3])}
@@ -22,8 +22,8 @@ def prompts():
 
 def first_attempt_fails(index, request_id, attempt):
     """Roughly 60% of requests fail on their first attempt with one of the failure kinds; retries succeed."""
-    if attempt == 1 and unit_hash("fail", request_id) < 0.6:
-        return FAILURES[int(unit_hash("kind", request_id) * len(FAILURES))]
+    if attempt == 1 and unit_hash("fail", sample_name(request_id)) < 0.6:
+        return FAILURES[int(unit_hash("kind", sample_name(request_id)) * len(FAILURES))]
     return "ok"
 
 
