@@ -184,9 +184,3 @@ class MathVerifier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_pool"] = WorkerPool(score_math, num_workers=self._pool.num_workers, timeout=self.timeout,
-                                    start_method=self._pool.start_method, preload=["math_verify"])
-        return state

@@ -162,59 +162,67 @@ class WorkerPool:
             return []
         with self._lock:
             self._ensure_started()
-            next_item = 0
             busy: dict[int, tuple[int, float]] = {}  # worker index -> (item index, deadline)
-            while next_item < len(items) or busy:
-                for w, worker in enumerate(self._workers):
-                    if not worker.ready or w in busy or next_item >= len(items):
-                        continue
-                    try:
-                        worker.conn.send((next_item, tuple(items[next_item])))
-                    except (OSError, ValueError):  # the worker died while idle: replace it, retry this item later
-                        self._replace(w)
-                        continue
-                    busy[w] = (next_item, time.monotonic() + timeout)
-                    next_item += 1
-                now = time.monotonic()
-                starting = [w for w, worker in enumerate(self._workers) if not worker.ready]
-                deadlines = [deadline for _, deadline in busy.values()]
-                deadlines += [self._workers[w].started_at + self.startup_timeout for w in starting]
-                conn_to_worker = {self._workers[w].conn: w for w in [*busy, *starting]}
-                ready_conns = multiprocessing.connection.wait(list(conn_to_worker),
-                                                              timeout=max(0.0, min(deadlines) - now))
-                for conn in ready_conns:
-                    w = conn_to_worker[conn]
-                    worker = self._workers[w]
-                    try:
-                        task_id, status, value = conn.recv()
-                    except (EOFError, OSError):
-                        if not worker.ready:
-                            raise RuntimeError(f"a verifier worker process exited during start-up (exit code "
-                                               f"{worker.process.exitcode}); see its stderr") from None
-                        item, _ = busy.pop(w)
-                        logger.warning("verifier worker died on item %d; replacing it", item)
-                        outcomes[item] = Outcome("crash")
-                        self._replace(w)
-                        continue
-                    if task_id == _READY:
-                        worker.ready = True
-                        continue
-                    item, _ = busy.pop(w)
-                    assert task_id == item, (task_id, item)
-                    outcomes[item] = Outcome(status, value)
-                now = time.monotonic()
-                for w, (item, deadline) in list(busy.items()):
-                    if now >= deadline:
-                        busy.pop(w)
-                        logger.warning("verifier item %d ran past %.1fs; killing its worker", item, timeout)
-                        outcomes[item] = Outcome("timeout")
-                        self._replace(w)
-                for w in starting:
-                    worker = self._workers[w]
-                    if not worker.ready and now >= worker.started_at + self.startup_timeout:
-                        raise RuntimeError(f"a verifier worker process did not start within "
-                                           f"{self.startup_timeout:.0f}s (start method {self.start_method!r})")
+            try:
+                self._run(items, timeout, outcomes, busy)
+            except BaseException:
+                for w in busy:  # interrupted mid-batch: a busy worker would answer the next batch with a stale reply
+                    self._replace(w)
+                raise
         return outcomes  # type: ignore[return-value]
+
+    def _run(self, items: Sequence[tuple], timeout: float, outcomes: list, busy: dict[int, tuple[int, float]]) -> None:
+        """Keep every ready worker busy until each item has an outcome (``busy`` is shared with :meth:`map`)."""
+        next_item = 0
+        while next_item < len(items) or busy:
+            for w, worker in enumerate(self._workers):
+                if not worker.ready or w in busy or next_item >= len(items):
+                    continue
+                try:
+                    worker.conn.send((next_item, tuple(items[next_item])))
+                except (OSError, ValueError):  # the worker died while idle: replace it, retry this item later
+                    self._replace(w)
+                    continue
+                busy[w] = (next_item, time.monotonic() + timeout)
+                next_item += 1
+            now = time.monotonic()
+            starting = [w for w, worker in enumerate(self._workers) if not worker.ready]
+            deadlines = [deadline for _, deadline in busy.values()]
+            deadlines += [self._workers[w].started_at + self.startup_timeout for w in starting]
+            conn_to_worker = {self._workers[w].conn: w for w in [*busy, *starting]}
+            ready_conns = multiprocessing.connection.wait(list(conn_to_worker),
+                                                          timeout=max(0.0, min(deadlines) - now))
+            for conn in ready_conns:
+                w = conn_to_worker[conn]
+                worker = self._workers[w]
+                try:
+                    task_id, status, value = conn.recv()
+                except (EOFError, OSError):
+                    if not worker.ready:
+                        raise RuntimeError(f"a verifier worker process exited during start-up (exit code "
+                                           f"{worker.process.exitcode}); see its stderr") from None
+                    item, _ = busy.pop(w)
+                    logger.warning("verifier worker died on item %d; replacing it", item)
+                    outcomes[item] = Outcome("crash")
+                    self._replace(w)
+                    continue
+                if task_id == _READY:
+                    worker.ready = True
+                    continue
+                item, _ = busy.pop(w)
+                outcomes[item] = Outcome(status, value)
+            now = time.monotonic()
+            for w, (item, deadline) in list(busy.items()):
+                if now >= deadline:
+                    busy.pop(w)
+                    logger.warning("verifier item %d ran past %.1fs; killing its worker", item, timeout)
+                    outcomes[item] = Outcome("timeout")
+                    self._replace(w)
+            for w in starting:
+                worker = self._workers[w]
+                if not worker.ready and now >= worker.started_at + self.startup_timeout:
+                    raise RuntimeError(f"a verifier worker process did not start within "
+                                       f"{self.startup_timeout:.0f}s (start method {self.start_method!r})")
 
     def close(self) -> None:
         """Stop the workers (idempotent; the pool restarts them if used again)."""
@@ -223,6 +231,17 @@ class WorkerPool:
                 for worker in self._workers:
                     worker.stop()
             self._workers = []
+
+    def __getstate__(self) -> dict:
+        """A pickled pool carries its settings only; the copy starts its own workers on first use."""
+        state = self.__dict__.copy()
+        for key in ("_workers", "_lock", "_ctx"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._workers, self._lock, self._pid = [], threading.Lock(), os.getpid()
 
     def __del__(self) -> None:
         try:

@@ -125,3 +125,24 @@ def test_errors_are_clear():
     v = MathVerifier(num_workers=1)
     with pytest.raises(ValueError, match="one prompt per completion"):
         v([Prompt("p", "q", answer="1")], [])
+
+
+def test_missing_math_verify_gives_a_clear_error(monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "math_verify" else real_find_spec(name, *a))
+    with pytest.raises(ImportError, match=r"pip install 'reinforce-ada\[math\]'"):
+        get_verifier("math")
+
+
+def test_a_pickled_verifier_gets_its_own_workers(verifier):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(verifier))
+    try:
+        assert copy._pool is not verifier._pool
+        assert _score(copy, [("\\frac{1}{2}", "\\boxed{0.5}")]) == [1.0]
+    finally:
+        copy.close()

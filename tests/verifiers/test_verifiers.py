@@ -158,3 +158,12 @@ def test_pool_rejects_bad_settings():
         WorkerPool(abs, num_workers=0, timeout=1)
     with pytest.raises(ValueError, match="timeout"):
         WorkerPool(abs, num_workers=1, timeout=0)
+
+
+def test_a_callable_verifier_is_returned_unchanged():
+    def mine(prompts, completions):
+        return [1.0] * len(completions)
+
+    assert get_verifier(mine) is mine
+    with pytest.raises(ValueError, match="ignored"):
+        get_verifier(mine, timeout=3)
