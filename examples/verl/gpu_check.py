@@ -37,7 +37,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     return float(len(solution_str) % 2 == 0)
 '''
 
-CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}={% endif %}"
+CHAT_TEMPLATE = ("{% for message in messages %}{{ message['content'] }}{% endfor %}"
+                 "{% if add_generation_prompt %}={% endif %}")
 
 
 def build_model(directory: Path) -> Path:

@@ -181,3 +181,14 @@ def test_gpu_check_reads_the_training_log():
     problems = gpu_check.check_log("step:1 - actor/pg_loss:0.1")
     assert "no metrics line for step 2" in problems
     assert any("reinforce_ada/total_samples" in p for p in problems)
+
+
+def test_verls_own_main_ppo_config_accepts_the_plugin_with_documented_overrides():
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=[
+            "algorithm.adv_estimator=reinforce_ada", "trainer.use_v1=false", "actor_rollout_ref.rollout.n=4",
+            f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={AGENT_LOOP_MANAGER_FQN}",
+            "+algorithm.reinforce_ada.max_rounds=2"])
+    assert check_verl_config(cfg).max_rounds == 2

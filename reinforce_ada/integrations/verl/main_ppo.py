@@ -3,8 +3,9 @@
 This is verl's ``main_ppo`` (hydra config, Ray cluster, legacy ``RayPPOTrainer``) with three differences, all
 configuration rather than copied trainer code:
 
-* the config is ``conf/reinforce_ada_trainer.yaml`` = verl's ``ppo_trainer`` + ``algorithm.adv_estimator=reinforce_ada``,
-  the ``algorithm.reinforce_ada`` sampler block, our agent-loop manager and ``trainer.use_v1=false``;
+* the config is ``conf/reinforce_ada_trainer.yaml``: verl's ``ppo_trainer`` plus
+  ``algorithm.adv_estimator=reinforce_ada``, the ``algorithm.reinforce_ada`` sampler block, our agent-loop manager
+  and ``trainer.use_v1=false``;
 * the settings are checked (:func:`~reinforce_ada.integrations.verl.config.check_verl_config`) before Ray starts;
 * the task runner is verl's, subclassed only to import the plugin (registering the estimator) and re-check the
   config inside its own Ray process.

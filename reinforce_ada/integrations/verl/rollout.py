@@ -28,14 +28,13 @@ import numpy as np
 import torch
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest, Verifier
-from reinforce_ada.types import Completion, Prompt, SampledBatch
 from reinforce_ada.integrations.verl.convert import (
-    VerlCompletion,
     assemble_training_batch,
     completions_from_dataproto,
     prompts_from_dataproto,
 )
+from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest, Verifier
+from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +64,8 @@ class VerlRolloutGenerator:
     def __init__(self, rollout: Any, source: Any, prompt_rows: dict[Hashable, int], *, size_divisor: int = 1,
                  tokenizer: Any = None, meta_info: dict | None = None, require_scores: bool = False):
         if not callable(getattr(rollout, "generate_sequences", None)):
-            raise TypeError(f"rollout must have verl's generate_sequences(prompts) method (got {type(rollout).__name__})")
+            raise TypeError("rollout must have verl's generate_sequences(prompts) method "
+                            f"(got {type(rollout).__name__})")
         if not isinstance(size_divisor, int) or size_divisor < 1:
             raise ValueError(f"size_divisor must be a positive integer (got {size_divisor!r})")
         self.rollout = rollout
@@ -189,7 +189,8 @@ class ReinforceAdaRollout:
                  verifier: Verifier | None = None,
                  reward_fn: RewardFn | None = None, tokenizer: Any = None):
         if not callable(getattr(rollout, "generate_sequences", None)):
-            raise TypeError(f"rollout must have verl's generate_sequences(prompts) method (got {type(rollout).__name__})")
+            raise TypeError("rollout must have verl's generate_sequences(prompts) method "
+                            f"(got {type(rollout).__name__})")
         if not isinstance(config, SamplerConfig):
             raise TypeError(f"config must be a SamplerConfig (got {type(config).__name__})")
         if config.importance_weights:
