@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 verl = pytest.importorskip("verl")
 torch = pytest.importorskip("torch")
@@ -525,3 +527,45 @@ def test_trainer_data_path_from_verls_dataset_to_advantages(tmp_path):
     assert batch.non_tensor_batch["data_source"].tolist() == ["toy"] * 12  # the trainer's columns survived
     metrics = compute_data_metrics(batch=batch, use_critic=False)
     assert metrics["critic/advantages/max"] == pytest.approx(1 - 1 / 3)  # late's positives: pool mean 2/6
+
+
+# -- invariants over random settings -------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(num_prompts=st.integers(1, 5), n=st.integers(2, 4), m=st.integers(1, 4), rounds=st.integers(1, 3),
+       world_size=st.integers(1, 4), unexited=st.sampled_from(["keep", "drop"]),
+       exit_rule=st.sampled_from(["balanced", "positive"]), seed=st.integers(0, 10_000))
+def test_invariants_hold_for_any_schedule(num_prompts, n, m, rounds, world_size, unexited, exit_rule, seed):
+    assume(n <= m * rounds)  # otherwise SamplerConfig rejects it: no prompt could fill its group
+    rng = np.random.default_rng(seed)
+    table = rng.integers(0, 2, size=(num_prompts, 64)).astype(float) * rng.uniform(0.6, 1.0)  # real-valued rewards
+    uids = [f"p{i}" for i in range(num_prompts)]
+
+    def reward_of(uid, call, j):
+        return float(table[int(uid[1:]), (call * 7 + j) % 64])
+
+    fake = FakeRolloutWorkerGroup(reward_of, world_size=world_size)
+    config = SamplerConfig(samples_per_round=m, max_rounds=rounds, group_size=n, unexited=unexited,
+                           exit_rule=exit_rule, seed=seed)
+    wrapper = ReinforceAdaRollout(fake, config, size_divisor=world_size)
+    request = make_request(uids, n=n, interleave=bool(seed % 2))
+    out = wrapper.generate_sequences(request)
+
+    assert len(out) == len(request)
+    assert out.non_tensor_batch["uid"].tolist() == request.non_tensor_batch["uid"].tolist()
+    assert all(size % world_size == 0 for size in fake.call_sizes)
+    is_pad = out.non_tensor_batch[PAD_KEY]
+    trained = [s for s, pad in zip(sample_ids(out), is_pad) if not pad]
+    assert len(trained) == len(set(trained))  # no generated sample is trained twice
+    assert out.batch["response_mask"][torch.from_numpy(is_pad)].sum() == 0
+    stats = out.batch[POOL_STATS_KEY].numpy()
+    pools = wrapper.last_batch.pools
+    for i, uid in enumerate(out.non_tensor_batch["uid"].tolist()):
+        if is_pad[i]:
+            assert stats[i, 2] == 0
+        else:  # the row's statistics are its own pool's, exactly
+            pool = pools[uid]
+            assert stats[i].tolist() == pytest.approx([pool.mean, pool.std, pool.count, pool.num_positive])
+    adv, _ = compute_reinforce_ada_advantage(out.batch["rm_scores"], out.batch["response_mask"],
+                                             index=out.non_tensor_batch["uid"],
+                                             reward_baselines=out.batch[POOL_STATS_KEY], config={})
+    assert torch.isfinite(adv).all()
