@@ -148,6 +148,8 @@ class Trainer:
         self.config = cfg = config
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
+        elif cfg.model == "tiny":
+            torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more threads
         self.output_dir = Path(cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._seed_everything(cfg.seed)
