@@ -56,7 +56,7 @@ from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundS
 logger = logging.getLogger(__name__)
 
 __all__ = ["AsyncEngine", "SampleRequest", "StreamingOptions", "StreamingSampler", "StreamingScheduler",
-           "make_sampler"]
+           "build_sampler", "make_sampler"]
 
 
 @dataclass
@@ -540,8 +540,8 @@ def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig
     ``kind``: ``"adaptive"`` (round-based, the paper's loop; also ``"rounds"``), ``"dynamic"`` (DAPO; needs a
     :class:`DynamicSamplingConfig`) or ``"streaming"``. For ``"streaming"``, ``generator`` is either an
     :class:`AsyncEngine` or a synchronous :class:`~reinforce_ada.sampler.Generator` (e.g. ``HFGenerator``), which is
-    wrapped in :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine`; ``option_overrides`` are
-    :class:`StreamingOptions` fields.
+    wrapped in :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine` (with ``fill_idle=False`` unless
+    given: its batches cannot be cancelled); ``option_overrides`` are :class:`StreamingOptions` fields.
     """
     if kind in ("adaptive", "rounds"):
         if options is not None or memory is not None or option_overrides:
@@ -554,9 +554,7 @@ def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig
     if kind == "streaming":
         if isinstance(config, DynamicSamplingConfig):
             raise ValueError("sampler 'streaming' takes a SamplerConfig, not a DynamicSamplingConfig")
-        if options is None:
-            options = StreamingOptions(**option_overrides)
-        elif option_overrides:
+        if options is not None and option_overrides:
             raise ValueError("pass either options= or option keywords, not both")
         engine = generator
         if not callable(getattr(generator, "complete", None)):
@@ -564,5 +562,38 @@ def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig
 
             _check_backends(generator, verifier)
             engine = AsyncGeneratorEngine(generator)
+            # a synchronous batch cannot be cancelled: speculative tail samples would all be generated and kept
+            option_overrides.setdefault("fill_idle", False)
+        if options is None:
+            options = StreamingOptions(**option_overrides)
         return StreamingSampler(engine, verifier, config, options, memory)
     raise ValueError(f"unknown sampler kind {kind!r}; expected 'adaptive', 'dynamic' or 'streaming'")
+
+
+def build_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig | DynamicSamplingConfig | None = None,
+                  *, allocation: str = "beta", target: float = 0.3, give_up_below: float = 0.0,
+                  max_in_flight: int = 256, fill_idle: bool | None = None, memory: bool = False,
+                  memory_half_life: float | None = 8.0, skip_below: float = 0.0, cap_below: float = 0.0,
+                  cap_samples: int | None = None, memory_seed: str | None = None):
+    """:func:`make_sampler` from flat settings (what a trainer config or command line holds).
+
+    ``kind="adaptive"``/``"dynamic"`` ignore the streaming settings. ``memory=True`` builds a
+    :class:`PassRateMemory` (seeded from a ``select-prompts --pass-rates`` file when ``memory_seed`` is given);
+    the sampler's ``state_dict`` then carries it. ``fill_idle=None`` picks the default for the backend.
+    """
+    if kind != "streaming":
+        return make_sampler(kind, generator, verifier, config)
+    pass_rates = None
+    if memory:
+        pass_rates = PassRateMemory(half_life=memory_half_life)
+        if memory_seed:
+            logger.info("seeded pass-rate memory with %d prompts from %s", pass_rates.seed_from_file(memory_seed),
+                        memory_seed)
+    elif memory_seed or skip_below or cap_below:
+        raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
+    options: dict[str, Any] = dict(allocation=allocation, target=target, give_up_below=give_up_below,
+                                   max_in_flight=max_in_flight, skip_below=skip_below, cap_below=cap_below,
+                                   cap_samples=cap_samples)
+    if fill_idle is not None:
+        options["fill_idle"] = fill_idle
+    return make_sampler("streaming", generator, verifier, config, memory=pass_rates, **options)

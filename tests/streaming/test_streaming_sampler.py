@@ -232,3 +232,26 @@ def test_verifier_failures_follow_the_config():
         assert pool.num_verifier_failures <= 1
         assert pool.count == pool.num_drawn - pool.num_verifier_failures
     assert sum(p.num_verifier_failures for p in batch.pools.values()) >= 5
+
+
+def test_build_sampler_from_flat_settings_and_json_checkpoint(tmp_path):
+    import json
+
+    from reinforce_ada.streaming import build_sampler
+
+    path = tmp_path / "rates.jsonl"
+    from reinforce_ada.memory import prompt_key
+
+    path.write_text(json.dumps({"key": prompt_key(prompts()[0]), "pass_rate": 0.0, "num_samples": 16}) + "\n")
+    sampler = build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, SamplerConfig(), memory=True,
+                            memory_seed=str(path), target=0.4)
+    assert sampler.options.target == 0.4 and sampler.options.fill_idle is False  # synchronous generator
+    assert sampler.memory.evidence(prompts()[0]) == (0.0, 16.0)
+    sampler.sample(prompts())
+    state = json.loads(json.dumps(sampler.state_dict()))  # what the trainer writes
+    clone = build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, SamplerConfig(), memory=True)
+    clone.load_state_dict(state)
+    assert clone.memory.state_dict() == sampler.memory.state_dict()
+    assert isinstance(build_sampler("adaptive", SimulatedGenerator(0), simulated_verifier), AdaptiveSampler)
+    with pytest.raises(ConfigError, match="memory=True"):
+        build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, skip_below=0.1)
