@@ -275,8 +275,10 @@ class Trainer:
             options["max_batch_size"] = cfg.generation_batch_size
         else:
             options["gpu_memory_utilization"] = cfg.vllm_gpu_memory_utilization
-            if cfg.model not in ("tiny", "smollm2-135m"):
-                options["model_path"] = cfg.model
+            options["enable_sleep_mode"] = True  # free the engine's memory while the policy trains
+            path = getattr(self.model, "name_or_path", "") or (cfg.model if cfg.model != "smollm2-135m" else "")
+            if path:
+                options["model_path"] = path
         return get_generator(cfg.generator, self.model, self.tokenizer, **options)
 
     # -- training ---------------------------------------------------------------------------------------------------
@@ -356,6 +358,8 @@ class Trainer:
         else:
             batch = self.sampler.sample(self.stream.take(cfg.batch_size))
         sampled = time.perf_counter()
+        if hasattr(self.generator, "sleep"):
+            self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
         sequences = self._sequences(batch)
         update_metrics = self._update(sequences) if sequences["input_ids"].shape[0] else {}
         self.step += 1

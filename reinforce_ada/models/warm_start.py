@@ -123,10 +123,12 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
     tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".tmp-"))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)  # a complete checkpoint folder, e.g. for a vLLM engine
         (tmp / "warm_start.json").write_text(json.dumps({**info, "settings": asdict(settings)}, indent=2))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    model.name_or_path = str(folder)
     return model, tokenizer, info

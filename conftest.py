@@ -1,0 +1,9 @@
+"""Collection rules for the doctests inside the package (``testpaths`` includes ``reinforce_ada``)."""
+
+import importlib.util
+
+collect_ignore_glob = ["benchmarks/*", "examples/*", "scripts/*"]
+if importlib.util.find_spec("verl") is None:  # the verl plugin's modules import verl at module level
+    collect_ignore_glob.append("reinforce_ada/integrations/verl/*")
+if importlib.util.find_spec("trl") is None:
+    collect_ignore_glob.append("reinforce_ada/integrations/trl/*")
