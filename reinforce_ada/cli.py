@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, OSError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -82,3 +82,50 @@ def test_cli_rejects_bad_values_before_loading_a_model(capsys, monkeypatch):
     monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
     assert cli.main(["train", "--samples-per-round", "-1"]) == 2
     assert "samples_per_round" in capsys.readouterr().err
+
+
+def parity_verifier(prompts, completions):
+    """Reward the parity of the first token: about half the completions of a random model are positive."""
+    return [float(c.token_ids[0] % 2) if c.token_ids else 0.0 for c in completions]
+
+
+def test_lora_trains_only_the_adapters(tmp_path, tiny_setup):
+    tiny_setup["verifier"] = parity_verifier
+    trainer = Trainer(small_config(tmp_path, lora=True, lora_r=4, max_steps=1), **tiny_setup)
+    trainable = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad}
+    assert trainable and all("lora" in n for n in trainable)
+    trainer.train()
+    now = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(v, now[n]) for n, v in trainable.items())
+    assert all(torch.equal(v, now[n]) for n, v in frozen.items())
+
+
+def test_yaml_config_and_command_line_overrides(tmp_path, monkeypatch):
+    from reinforce_ada import cli
+
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text("batch_size: 3\nlearning_rate: 5.0e-4\nstrategy: grpo\n")
+    seen = {}
+
+    def fake_init(self, config, **kwargs):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", fake_init)
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--config", str(config_file), "--batch-size", "5", "--lora"])
+    config = seen["config"]
+    assert (config.batch_size, config.learning_rate, config.strategy, config.lora) == (5, 5e-4, "grpo", True)
+
+    config_file.write_text("batch_sise: 3\n")
+    assert cli.main(["train", "--config", str(config_file)]) == 2
+
+
+def test_plot_command_overlays_runs(tmp_path, tiny_setup, capsys):
+    from reinforce_ada import cli
+
+    Trainer(small_config(tmp_path / "run", max_steps=2), **tiny_setup).train()
+    assert cli.main(["plot", str(tmp_path / "run"), str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "training.png").stat().st_size > 10_000
+    assert cli.main(["plot", str(tmp_path / "missing")]) != 0
