@@ -107,3 +107,24 @@ def test_select_initial_keeps_the_range_and_seeds_memory():
     result = run_multistep(memory_spec, kept, num_epochs=1, batch_size=8, seed_estimates=estimates,
                            latency=LatencyModel(concurrency=16, length_median=20, max_tokens=50))
     assert result.num_skipped == len(estimates)  # seeded memory decided before any sample was drawn
+
+
+def test_simulate_multistep_cli(tmp_path, capsys):
+    import argparse
+    import json
+
+    from reinforce_ada.simulate_multistep import add_cli
+
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    out = tmp_path / "r.json"
+    args = parser.parse_args(["simulate-multistep", "--prompts", "64", "--epochs", "2", "--batch-size", "32",
+                              "--concurrency", "32", "--length-median", "30", "--max-tokens", "100",
+                              "--select-k", "8", "--sampler", "streaming", "--json", str(out)])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "select-prompts: kept" in text and "stream-beta-mem" in text and "ada-balanced" not in text
+    assert [r["strategy"] for r in json.loads(out.read_text())] == ["stream-fixed", "stream-beta", "stream-beta-mem"]
+    with pytest.raises(ValueError, match="positive"):
+        args = parser.parse_args(["simulate-multistep", "--prompts", "0"])
+        args.func(args)

@@ -4,6 +4,8 @@ from collections import Counter
 
 import pytest
 
+pytest.importorskip("httpx")
+
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, ServerRequestError
 from reinforce_ada.sampler import AdaptiveSampler, GenerationError, GenerationRequest
