@@ -84,11 +84,12 @@ def main() -> None:
     grpo_steps = rows["grpo"]["steps_to_target"]
     print(f"target accuracy {args.target:.2f}; seeds {args.seeds}; {args.steps} steps of {args.batch_size} prompts")
     print(f"{'strategy':<14}{'reached':>9}{'steps':>8}{'x GRPO':>8}{'tokens':>10}{'start':>8}{'final':>8}")
+    print("(steps and tokens: mean over the seeds that reached the target; start/final: held-out sampled accuracy)")
     for strategy, row in rows.items():
-        steps = row["steps_to_target"]
+        steps, tokens = row["steps_to_target"], row["tokens_to_target"]
         ratio = f"{steps / grpo_steps:.2f}" if steps and grpo_steps else "-"
-        print(f"{strategy:<14}{row['reached']:>9}{steps if steps is not None else '-':>8}{ratio:>8}"
-              f"{row['tokens_to_target'] if row['tokens_to_target'] is not None else '-':>10}"
+        print(f"{strategy:<14}{row['reached']:>9}{f'{steps:.1f}' if steps is not None else '-':>8}{ratio:>8}"
+              f"{f'{tokens:,.0f}' if tokens is not None else '-':>10}"
               f"{row['accuracy_start']:>8.3f}{row['accuracy_final']:>8.3f}")
 
     docs = Path(args.docs)

@@ -156,13 +156,16 @@ def plot(results: list[StrategyResult], path: str | Path, title: str = "") -> No
     names = [r.strategy for r in results]
     axes[0].bar(names, [100 * r.signal_fraction for r in results], color="tab:green")
     axes[0].set_ylabel("% prompts whose group has signal")
-    axes[1].bar(names, [r.samples_per_prompt for r in results], color="tab:blue", label="per prompt")
-    axes[1].bar(names, [r.samples_per_signal_prompt for r in results], color="tab:orange", alpha=0.5,
-                label="per signal-prompt")
-    axes[1].set_ylabel("samples")
+    x = np.arange(len(names))
+    axes[1].bar(x - 0.2, [r.samples_per_prompt for r in results], width=0.4, color="tab:blue", label="per prompt")
+    axes[1].bar(x + 0.2, [r.samples_per_signal_prompt for r in results], width=0.4, color="tab:orange",
+                label="per prompt with signal")
+    axes[1].set_xticks(x, names)
+    axes[1].set_ylabel("samples drawn")
     axes[1].legend()
     for ax in axes:
         ax.tick_params(axis="x", rotation=20)
+        ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -119,6 +119,14 @@ class MetricsWriter:
             self._wandb.finish()
 
 
+def _check_report_to(report_to: str) -> None:
+    """Fail before any model loads when the requested metrics sink is not installed."""
+    import importlib.util
+
+    if report_to != "none" and importlib.util.find_spec(report_to) is None:
+        raise ImportError(f"report_to={report_to!r} needs the {report_to} package: pip install {report_to}")
+
+
 def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
     from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
 
@@ -146,6 +154,7 @@ class Trainer:
         import torch
 
         self.config = cfg = config
+        _check_report_to(cfg.report_to)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
