@@ -7,10 +7,12 @@ Runs :mod:`reinforce_ada.simulate_multistep` (drifting pass rates, latency model
   data step), whose estimates seed the memory.
 
 For each it runs Ada-balanced (M=8, N=4, n=4, round-based), the streaming sampler with fixed and Beta request
-sizes, Beta + memory, one sample at a time per prompt (``sequential-floor``: the fewest samples any sampler with
-the same exit rule can draw on a prompt that exits, and the same as the others on one that does not), then sweeps the give-up threshold (``give_up_below``) of Beta + memory to trace samples
-per signal-prompt against signal fraction. It prints the tables, the best streaming point whose signal fraction is
-at least Ada-balanced's, writes ``docs/img/multistep_allocation.png`` and a JSON of every number.
+sizes, Beta + memory, and one sample at a time per prompt (``sequential-floor``: the fewest samples any sampler with
+the same exit rule can draw on a prompt that exits, and the same as the others on one that does not). It then sweeps
+the memory's skip threshold (``skip_below``, with ``max_evidence`` 32 or 128) and the give-up threshold
+(``give_up_below``) to trace samples per signal-prompt against signal fraction, prints the tables and the best
+streaming point whose signal fraction is at least Ada-balanced's, and writes ``docs/img/multistep_allocation.png``
+and a JSON of every number.
 
     python benchmarks/multistep_allocation.py [--prompts 2048] [--epochs 4] [--out docs/img]
 """
@@ -35,6 +37,7 @@ from reinforce_ada.simulate_multistep import (
 from reinforce_ada.streaming import StreamingOptions
 
 GIVE_UP = [0.02, 0.05, 0.1, 0.2, 0.3]
+SKIP = [(0.3, 32), (0.4, 32), (0.3, 128), (0.4, 128)]  # (skip_below, memory max_evidence)
 
 
 def run_set(name, rates, estimates, args, latency):
@@ -42,6 +45,10 @@ def run_set(name, rates, estimates, args, latency):
     cfg = SamplerConfig()
     specs.append(StrategySpec("sequential-floor", cfg, StreamingOptions(max_request=1, fill_idle=False,
                                                                        max_in_flight=10**6)))
+    for skip, max_evidence in SKIP:
+        specs.append(StrategySpec(f"beta-mem-skip{skip}-ev{max_evidence}", cfg,
+                                  StreamingOptions(max_in_flight=args.concurrency, skip_below=skip),
+                                  dict(half_life=8.0, max_evidence=float(max_evidence))))
     for g in GIVE_UP:
         specs.append(StrategySpec(f"beta-mem-giveup{g}", cfg,
                                   StreamingOptions(max_in_flight=args.concurrency, skip_below=0.1, give_up_below=g),
@@ -72,6 +79,9 @@ def plot(sets, path):
         sweep = [r for r in results if r.strategy.startswith("beta-mem-giveup")]
         ax.plot([100 * r.signal_fraction for r in sweep], [r.samples_per_signal_prompt for r in sweep], "k.-", lw=0.8,
                 label="beta+mem, give_up_below " + "/".join(r.strategy.removeprefix("beta-mem-giveup") for r in sweep))
+        skips = [r for r in results if r.strategy.startswith("beta-mem-skip")]
+        ax.scatter([100 * r.signal_fraction for r in skips], [r.samples_per_signal_prompt for r in skips], marker="+",
+                   s=70, color="black", label="beta+mem, skip_below 0.3/0.4 x max_evidence 32/128")
         markers = {"ada-balanced": "s", "stream-fixed": "^", "stream-beta": "o", "stream-beta-mem": "D",
                    "sequential-floor": "x"}
         for r in results:
