@@ -1,4 +1,4 @@
-"""``reinforce-ada`` command line: train, eval, simulate, plot, select-prompts."""
+"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _run_plot(args: argparse.Namespace) -> int:
 
 
 # Subcommands that live beside the code they drive: module -> its ``add_cli(subparsers)``.
-_COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.select_prompts")
+_COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.select_prompts", "reinforce_ada.simulate_multistep")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -235,6 +235,29 @@ class TrainConfig:
     """Weight completions to undo balanced downsampling (unbiased w.r.t. the whole pool)."""
     dapo_max_batches: int = 4
     """DAPO: generation batches per step before giving up."""
+    sampler: str = "rounds"
+    """``rounds`` (the paper: every active prompt waits for the round barrier) or ``streaming`` (no barrier: a
+    prompt's next samples are submitted as soon as its last ones are scored, and cancelled when it exits; see
+    docs/beyond_the_paper.md). Streaming supports the ``ada-*`` strategies."""
+    streaming_allocation: str = "beta"
+    """Streaming: request sizes from a Beta posterior on each prompt's pass rate (``beta``) or fixed M (``fixed``)."""
+    streaming_target: float = 0.3
+    """Streaming with ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
+    give_up_below: float = 0.0
+    """Streaming: stop sampling a prompt whose posterior chance of ever exiting falls below this (0: never)."""
+    max_in_flight: int = 256
+    """Streaming: most completions requested at once."""
+    memory: bool = False
+    """Streaming: keep per-prompt pass-rate estimates across steps (content-hashed, decayed; checkpointed) to size
+    first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
+    memory_half_life: float = 8.0
+    """Streaming memory: steps after which an old observation counts half."""
+    memory_seed: str | None = None
+    """Streaming memory: a ``select-prompts`` pass-rate file to start from."""
+    skip_below: float = 0.0
+    """Streaming memory: skip prompts whose remembered chance of exiting is below this."""
+    cap_below: float = 0.0
+    """Streaming memory: cap the budget of prompts whose remembered chance of exiting is below this."""
     max_new_tokens: int = 8
     """Tokens generated per completion."""
     temperature: float = 1.0
@@ -332,6 +355,14 @@ class TrainConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (got {getattr(self, name)})")
         _check_choice("strategy", self.strategy, list(STRATEGIES))
+        _check_choice("sampler", self.sampler, ["rounds", "streaming"])
+        _check_choice("streaming_allocation", self.streaming_allocation, ["beta", "fixed"])
+        if self.sampler == "streaming" and not self.strategy.startswith("ada-"):
+            raise ConfigError(f"sampler='streaming' runs the ada-* strategies, not strategy={self.strategy!r}")
+        if self.max_in_flight <= 0:
+            raise ConfigError(f"max_in_flight must be positive (got {self.max_in_flight})")
+        if not self.memory and (self.memory_seed or self.skip_below or self.cap_below):
+            raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
         _check_choice("generator", self.generator, ["hf", "vllm"])
         _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
         _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])

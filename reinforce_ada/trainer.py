@@ -131,6 +131,15 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
     from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
 
     sampler_config = config.sampler_config()
+    if config.sampler == "streaming":
+        from reinforce_ada.streaming import build_sampler
+
+        return build_sampler("streaming", generator, verifier, sampler_config,
+                             allocation=config.streaming_allocation, target=config.streaming_target,
+                             give_up_below=config.give_up_below, max_in_flight=config.max_in_flight,
+                             memory=config.memory, memory_half_life=config.memory_half_life,
+                             memory_seed=config.memory_seed, skip_below=config.skip_below,
+                             cap_below=config.cap_below)
     if isinstance(sampler_config, DynamicSamplingConfig):
         return DynamicSampler(generator, verifier, sampler_config)
     return AdaptiveSampler(generator, verifier, sampler_config)

@@ -14,6 +14,7 @@ from reinforce_ada.core.advantages import (
     pool_importance_weights,
 )
 from reinforce_ada.core.allocation import ALLOCATION_RULES, get_allocation_rule
+import reinforce_ada.core.beta_allocation  # noqa: F401,E402 -- registers the beta-* allocation rules
 from reinforce_ada.core.exits import EXIT_RULES, get_exit_rule
 from reinforce_ada.core.losses import AGGREGATIONS, aggregate, ppo_clip_loss
 from reinforce_ada.core.registry import Registry

@@ -129,3 +129,22 @@ def test_plot_command_overlays_runs(tmp_path, tiny_setup, capsys):
     assert cli.main(["plot", str(tmp_path / "run"), str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "training.png").stat().st_size > 10_000
     assert cli.main(["plot", str(tmp_path / "missing")]) != 0
+
+
+def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_path, tiny_setup):
+    tiny_setup["verifier"] = parity_verifier
+    before = {k: v.clone() for k, v in tiny_setup["model"].state_dict().items()}
+    trainer = Trainer(small_config(tmp_path, sampler="streaming", memory=True, max_steps=2), **tiny_setup)
+    trainer.train()
+    assert any(not torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
+    state = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["sampler"]["memory"], "the pass-rate memory is part of the checkpoint"
+
+
+def test_streaming_options_are_checked_up_front():
+    with pytest.raises(ConfigError, match="sampler"):
+        TrainConfig(sampler="async")
+    with pytest.raises(ConfigError, match="streaming"):
+        TrainConfig(sampler="streaming", strategy="grpo")
+    with pytest.raises(ConfigError, match="memory"):
+        TrainConfig(skip_below=0.1)
