@@ -10,7 +10,7 @@
 #        - load_weights(): the HF model's final norm is halved and pushed into the engine; vLLM's log-probs must
 #          then match an HF forward pass of the changed model (stale engine weights would not);
 #        - sleep mode: sleep() frees the engine, generate() wakes it and re-pushes the weights.
-#   (The 2-step training run is appended below by the trainer's owner.)
+#   3. a 2-step Ada-balanced training run with the standalone trainer and vLLM generation (weights synced each step).
 #
 # Usage: bash scripts/gpu_check.sh            (prints "GPU CHECK ... OK" lines; exits non-zero on a failure)
 set -euo pipefail
@@ -97,4 +97,20 @@ _, mean_diff_woken = sample_and_compare("after sleep + generate")
 assert mean_diff_woken < 0.1, f"after sleep, the re-pushed weights differ from HF ({mean_diff_woken:.3f})"
 print(f"GPU memory free while asleep: {free_asleep / 2**30:.1f} GiB")
 print("GPU CHECK vllm sleep mode: OK")
+PY
+
+echo "== 2 training steps with vLLM generation on ${MODEL} (standalone trainer)"
+rm -rf /tmp/reinforce-ada-gpu-check
+python -m reinforce_ada.cli train --model "$MODEL" --generator vllm --dtype bfloat16 \
+    --task arithmetic --system-prompt "Answer with the number only." \
+    --max-steps 2 --batch-size 16 --samples-per-round 4 --max-rounds 2 --group-size 4 \
+    --max-new-tokens 16 --learning-rate 1e-6 --micro-batch-size 16 --eval-prompts 32 --eval-samples 2 \
+    --output-dir /tmp/reinforce-ada-gpu-check
+python - <<'PY'
+import json
+summary = json.load(open("/tmp/reinforce-ada-gpu-check/summary.json"))
+steps = [json.loads(line) for line in open("/tmp/reinforce-ada-gpu-check/metrics.jsonl") if "train/loss" in line]
+assert summary["steps"] == 2 and len(steps) == 2, summary
+print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "total_samples", "wall_seconds")})
+print("GPU CHECK 2-step training with vLLM: OK")
 PY
