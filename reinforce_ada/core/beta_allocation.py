@@ -8,7 +8,8 @@ for the threshold exit rules the prompt exits after ``k`` more samples exactly w
     J_k >= need_pos   and   k - J_k >= need_neg   and   k >= min_more
 
 (``balanced``: ``need_pos = n//2 - num_positive``, ``need_neg = n - n//2 - num_negative``; ``positive``:
-``need_pos = k_min - num_positive``, ``need_neg = 0``; ``min_more = n - count`` so a full group can be drawn). The
+``need_pos = k_min - num_positive``, ``need_neg = 0``; ``mixed``: one of each, ``need_pos = 1 - num_positive``,
+``need_neg = 1 - num_negative``; ``min_more = n - count`` so a full group can be drawn). The
 request size is the smallest ``k`` whose exit probability reaches ``target``, within the remaining budget. When no
 ``k`` in the budget reaches it, the whole remaining budget is returned together with its (low) exit probability, so
 the caller can decide to spend it or give the prompt up.
@@ -29,7 +30,11 @@ from typing import Callable
 from reinforce_ada.core.allocation import ALLOCATION_RULES
 from reinforce_ada.core.exits import EXIT_RULES
 
-__all__ = ["exit_needs", "exit_probabilities", "exit_probability", "smallest_request", "beta_request"]
+__all__ = ["THRESHOLD_EXIT_RULES", "exit_needs", "exit_probabilities", "exit_probability", "smallest_request",
+           "beta_request"]
+
+THRESHOLD_EXIT_RULES = ("balanced", "positive", "mixed", "once")
+"""Exit rules with a threshold form (``exit_needs``), i.e. the ones Beta allocation supports."""
 
 
 def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size: int,
@@ -40,16 +45,20 @@ def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size:
     (1, 2)
     >>> exit_needs("positive", 0, 5, 4, min_positive=2)
     (2, 0)
+    >>> exit_needs("mixed", 3, 0, 4)
+    (0, 1)
     """
     if exit_rule == "balanced":
         need_pos, need_neg = group_size // 2 - num_positive, group_size - group_size // 2 - num_negative
     elif exit_rule == "positive":
         need_pos, need_neg = min_positive - num_positive, 0
+    elif exit_rule == "mixed":
+        need_pos, need_neg = 1 - num_positive, 1 - num_negative
     elif exit_rule == "once":
         need_pos, need_neg = 0, 0
     else:
         raise ValueError(f"exit rule {exit_rule!r} has no threshold form; beta allocation supports "
-                         "'balanced', 'positive' and 'once'")
+                         f"{', '.join(map(repr, THRESHOLD_EXIT_RULES))}")
     return max(0, need_pos), max(0, need_neg)
 
 
@@ -152,6 +161,6 @@ def _registered(exit_rule: str) -> Callable[[int, int, int, int, int, int], int]
     return rule
 
 
-for _name in ("balanced", "positive"):
+for _name in ("balanced", "positive", "mixed"):
     if f"beta-{_name}" not in ALLOCATION_RULES and _name in EXIT_RULES:
         ALLOCATION_RULES.register(f"beta-{_name}")(_registered(_name))

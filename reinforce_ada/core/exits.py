@@ -6,6 +6,8 @@ holds enough signal:
 * ``positive``  -- at least ``min_positive`` positives (k = 1 in the paper: "Reinforce-Ada-pos").
 * ``balanced``  -- at least ``n // 2`` positives and at least ``n - n // 2`` negatives, so a balanced group of ``n``
   can be drawn ("Reinforce-Ada-balance").
+* ``mixed``     -- at least one positive and one negative: the least that makes a group with signal (not in the
+  paper; balanced selection then keeps 1+3 or 2+2 for ``n = 4``).
 * ``once``      -- exit after the first round whatever happened (plain GRPO).
 
 A completion is *positive* when ``reward > positive_threshold`` (see :class:`reinforce_ada.config.SamplerConfig`).
@@ -36,6 +38,12 @@ def positive(num_positive: int, num_negative: int, group_size: int, min_positive
 def balanced(num_positive: int, num_negative: int, group_size: int) -> bool:
     """Exit once a group of ``group_size`` with ``n // 2`` positives and ``n - n // 2`` negatives can be drawn."""
     return num_positive >= group_size // 2 and num_negative >= group_size - group_size // 2
+
+
+@EXIT_RULES.register("mixed")
+def mixed(num_positive: int, num_negative: int, group_size: int) -> bool:
+    """Exit once the pool holds at least one positive and one negative (any kept group of both has signal)."""
+    return num_positive >= 1 and num_negative >= 1
 
 
 @EXIT_RULES.register("once")

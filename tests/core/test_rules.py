@@ -24,9 +24,33 @@ def test_positive_and_once_exits():
     assert get_exit_rule("once")(0, 0, 4)
     custom = lambda p, q, n: p + q > 100  # noqa: E731
     assert get_exit_rule(custom) is custom
-    assert EXIT_RULES.names() == ["balanced", "once", "positive"]
-    with pytest.raises(ValueError, match="unknown exit rule 'pos'; registered: balanced, once, positive"):
+    assert EXIT_RULES.names() == ["balanced", "mixed", "once", "positive"]
+    with pytest.raises(ValueError, match="unknown exit rule 'pos'; registered: balanced, mixed, once, positive"):
         get_exit_rule("pos")
+
+
+@pytest.mark.parametrize("pos, neg, n, expected", [
+    (1, 1, 4, True), (1, 3, 4, True), (3, 1, 4, True), (0, 32, 4, False), (32, 0, 4, False), (0, 0, 4, False),
+    (1, 0, 2, False),
+])
+def test_mixed_exit(pos, neg, n, expected):
+    assert get_exit_rule("mixed")(pos, neg, n) is expected
+
+
+def test_mixed_exit_beta_allocation():
+    from reinforce_ada.core.beta_allocation import beta_request, exit_needs, exit_probabilities
+
+    assert exit_needs("mixed", 0, 0, 4) == (1, 1) and exit_needs("mixed", 2, 0, 4) == (0, 1)
+    assert exit_needs("mixed", 1, 5, 4) == (0, 0)
+    # uniform prior, empty pool: P(both classes in k) = 1 - 2/(k+1); with min_more=4 the first 3 are 0
+    probs = exit_probabilities(1.0, 1.0, 1, 1, 6, min_more=4)
+    assert probs[:4] == [0.0] * 4
+    assert probs[4:] == pytest.approx([1 - 2 / 5, 1 - 2 / 6, 1 - 2 / 7])
+    # one positive, uniform prior -> Beta(2, 1): P(a negative in k) = 1 - 2/(k+2); 3 more needed for a group of 4
+    k, prob = beta_request(1, 1, 0, 32, 4, exit_rule="mixed", target=0.5)
+    assert (k, prob) == (3, pytest.approx(1 - 2 / 5))
+    # the balanced rule needs more from the same pool: one more positive and two negatives
+    assert beta_request(1, 1, 0, 32, 4, exit_rule="balanced", target=0.5)[0] > k
 
 
 def select(name, pattern, n, seed=0):
