@@ -164,6 +164,35 @@ class DynamicSamplingConfig:
 
 STRATEGIES = ("ada-balanced", "ada-positive", "grpo", "dapo")
 
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
+                 generation_batch_size=512),
+    "pretrained": dict(learning_rate=1e-6, max_new_tokens=128, batch_size=4, eval_prompts=16, micro_batch_size=8,
+                       generation_batch_size=64),
+}
+"""Values of the model-dependent :class:`TrainConfig` fields (declared ``None``), by :func:`model_kind`.
+
+``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
+answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
+wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
+enough for a ~135M model on a laptop CPU (``--model smollm2-135m`` runs a step in about a minute). Set the fields
+for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
+"""
+
+
+def model_kind(model: str) -> str:
+    """``"tiny"`` for the built-in demo model, ``"pretrained"`` for anything else (the keys of MODEL_DEFAULTS)."""
+    return "tiny" if model == "tiny" else "pretrained"
+
+
+def _reasoning_gym_system_prompt() -> str | None:
+    """reasoning-gym's own default system prompt (it asks for ``<answer>...</answer>``), or None without the package."""
+    try:
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+    except ImportError:  # the task itself raises the clear "install reasoning-gym" error later
+        return None
+    return SYSTEM_PROMPTS["default"]
+
 
 @dataclass
 class TrainConfig:
@@ -172,6 +201,14 @@ class TrainConfig:
     The defaults are the built-in CPU demo (tiny character-level model, 2-digit addition) so that
     ``reinforce-ada train`` with no arguments runs in minutes. ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's
     setup (512 prompts/step, M=8, N=4, n=4, lr 1e-6, clip 0.2/0.28).
+
+    Model-dependent defaults: a field declared ``None`` below (``learning_rate``, ``max_new_tokens``, ``batch_size``,
+    ``eval_prompts``, ``micro_batch_size``, ``generation_batch_size``) that is not given takes its value from
+    :data:`MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
+    ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
+    ``system_prompt`` defaults to reasoning-gym's own prompt for a pretrained model on a ``reasoning-gym:`` task. Build
+    a config for another model with ``TrainConfig(**{**given, "model": ...})``, not ``dataclasses.replace`` (which
+    would carry the first model's resolved values over as if they had been given).
     """
 
     # -- model -------------------------------------------------------------------------------------------------------
@@ -204,7 +241,9 @@ class TrainConfig:
     template: str | None = None
     """Format string applied to every prompt, with ``{prompt}``."""
     system_prompt: str | None = None
-    """System message prepended to every prompt (turns prompts into chat messages)."""
+    """System message prepended to every prompt (turns prompts into chat messages). Not given: none, except for a
+    pretrained model on a ``reasoning-gym:`` task, which gets reasoning-gym's default prompt asking for the
+    ``<answer>...</answer>`` format its verifier reads; ``""`` for none at all."""
     verifier: str | None = None
     """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
     task_digits: int = 2
@@ -213,8 +252,8 @@ class TrainConfig:
     # -- sampling (the paper's names) --------------------------------------------------------------------------------
     strategy: str = "ada-balanced"
     """``ada-balanced``, ``ada-positive``, ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
-    batch_size: int = 32
-    """Prompts per training step (the paper: 512)."""
+    batch_size: int | None = None
+    """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 4 otherwise."""
     samples_per_round: int = 8
     """M: completions per active prompt per round."""
     max_rounds: int = 4
@@ -258,22 +297,23 @@ class TrainConfig:
     """Streaming memory: skip prompts whose remembered chance of exiting is below this."""
     cap_below: float = 0.0
     """Streaming memory: cap the budget of prompts whose remembered chance of exiting is below this."""
-    max_new_tokens: int = 8
-    """Tokens generated per completion."""
+    max_new_tokens: int | None = None
+    """Tokens generated per completion. Model-dependent default: 8 for tiny, 128 otherwise."""
     temperature: float = 1.0
     """Sampling temperature."""
     top_p: float = 1.0
     """Nucleus sampling."""
     generator: str = "hf"
     """Generation backend: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU, colocated)."""
-    generation_batch_size: int = 512
-    """Most sequences per ``generate`` call (HF backend)."""
+    generation_batch_size: int | None = None
+    """Most sequences per ``generate`` call (HF backend). Model-dependent default: 512 for tiny, 64 otherwise."""
     vllm_gpu_memory_utilization: float = 0.4
     """Share of GPU memory vLLM may take (colocated with training)."""
 
     # -- optimisation (the paper's names) ----------------------------------------------------------------------------
-    learning_rate: float = 1e-3
-    """AdamW learning rate (the paper: 1e-6 for a 1.5B model; the tiny demo needs far more)."""
+    learning_rate: float | None = None
+    """AdamW learning rate. Model-dependent default: 1e-3 for tiny (trained from scratch, it needs far more), 1e-6
+    otherwise (the paper's value for a 1.5B model)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     warmup_steps: int = 0
@@ -284,8 +324,9 @@ class TrainConfig:
     """Passes over each step's completions."""
     mini_batch_size: int = 0
     """Completions per optimizer step (0: all of a step's completions in one optimizer step)."""
-    micro_batch_size: int = 64
-    """Completions per forward/backward (gradient accumulation inside a mini-batch)."""
+    micro_batch_size: int | None = None
+    """Completions per forward/backward (gradient accumulation inside a mini-batch). Model-dependent default: 64
+    for tiny, 8 otherwise."""
     clip_ratio_low: float = 0.2
     """PPO clip below 1."""
     clip_ratio_high: float = 0.28
@@ -312,8 +353,8 @@ class TrainConfig:
     """Continue from the latest checkpoint in ``output_dir``."""
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
-    eval_prompts: int = 200
-    """Held-out prompts for sampled accuracy."""
+    eval_prompts: int | None = None
+    """Held-out prompts for sampled accuracy. Model-dependent default: 200 for tiny, 16 otherwise."""
     eval_samples: int = 4
     """Samples per held-out prompt (accuracy is the mean over all of them)."""
     report_to: str = "none"
@@ -328,6 +369,7 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
 
     def __post_init__(self) -> None:
+        self._resolve_model_defaults()
         positive_ints = ("batch_size", "samples_per_round", "max_rounds", "group_size", "max_new_tokens",
                          "generation_batch_size", "ppo_epochs", "micro_batch_size", "max_steps", "lora_r",
                          "dapo_max_batches", "eval_samples", "task_digits")
@@ -374,6 +416,17 @@ class TrainConfig:
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # validates M, N, n, rules, thresholds
+
+    def _resolve_model_defaults(self) -> None:
+        """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"model must be a non-empty string (got {self.model!r})")
+        for name, value in MODEL_DEFAULTS[model_kind(self.model)].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if (self.system_prompt is None and model_kind(self.model) == "pretrained" and self.data is None
+                and isinstance(self.task, str) and self.task.startswith("reasoning-gym:")):
+            self.system_prompt = _reasoning_gym_system_prompt()
 
     def sampler_config(self) -> SamplerConfig | DynamicSamplingConfig:
         """The core sampler configuration this training config implies."""
@@ -427,7 +480,8 @@ def add_config_arguments(parser: Any, cls: type) -> None:
     for f in fields(cls):
         annotation = str(f.type)
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{docs.get(f.name, '')} (default: {f.default!r})"
+        default = "model-dependent" if f.default is None and f.name in MODEL_DEFAULTS["tiny"] else repr(f.default)
+        help_text = f"{docs.get(f.name, '')} (default: {default})"
         if annotation == "bool":
             parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=argparse.SUPPRESS,
                                 help=help_text, metavar="BOOL")

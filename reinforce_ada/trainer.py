@@ -145,6 +145,16 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
     return AdaptiveSampler(generator, verifier, sampler_config)
 
 
+def _task_options(config: TrainConfig) -> dict[str, Any]:
+    """The config fields a built-in task takes: digits for ``arithmetic``; the system prompt and template for
+    ``reasoning-gym:*`` (``""`` means no system prompt)."""
+    if config.task == "arithmetic":
+        return {"digits": config.task_digits}
+    if str(config.task).startswith("reasoning-gym:"):
+        return {"system_prompt": config.system_prompt or None, "template": config.template}
+    return {}
+
+
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
     folders = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
     return max(folders, key=lambda p: int(p.name.split("-")[-1])) if folders else None
@@ -233,7 +243,7 @@ class Trainer:
             held_out = load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data else []
             verifier_name = cfg.verifier or "math"
         else:
-            task = get_task(cfg.task, **({"digits": cfg.task_digits} if cfg.task == "arithmetic" else {}))
+            task = get_task(cfg.task, **_task_options(cfg))
             train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
             held_out = (load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data
                         else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
@@ -256,7 +266,7 @@ class Trainer:
             # different from the prompts the RL run reports on.
             from reinforce_ada.data import get_task
 
-            task = get_task(cfg.task, **({"digits": cfg.task_digits} if cfg.task == "arithmetic" else {}))
+            task = get_task(cfg.task, **_task_options(cfg))
             sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
             model, tokenizer, self.warm_start_info = load_or_warm_start_tiny(
                 settings, train_prompts, sft_held_out, self.verifier, cache_dir())

@@ -1,0 +1,89 @@
+"""Model-dependent TrainConfig defaults: fields left ``None`` take the tiny demo's values for ``model="tiny"`` and
+pretrained-model values for anything else; a value given explicitly always wins."""
+
+import importlib.util
+import json
+
+import pytest
+
+from reinforce_ada.config import MODEL_DEFAULTS, ConfigError, TrainConfig, model_kind
+
+
+def test_tiny_keeps_the_demo_values():
+    config = TrainConfig()
+    assert (config.learning_rate, config.max_new_tokens, config.batch_size, config.eval_prompts,
+            config.micro_batch_size, config.generation_batch_size) == (1e-3, 8, 32, 200, 64, 512)
+    assert config.system_prompt is None
+
+
+def test_any_other_model_gets_the_pretrained_values():
+    config = TrainConfig(model="some/hf-model")
+    assert model_kind("some/hf-model") == "pretrained"
+    assert {name: getattr(config, name) for name in MODEL_DEFAULTS["pretrained"]} == MODEL_DEFAULTS["pretrained"]
+    assert config.learning_rate == 1e-6 and config.max_new_tokens == 128
+
+
+def test_given_values_win_over_model_defaults():
+    config = TrainConfig(model="smollm2-135m", learning_rate=5e-6, max_new_tokens=64, batch_size=2)
+    assert (config.learning_rate, config.max_new_tokens, config.batch_size) == (5e-6, 64, 2)
+    assert config.eval_prompts == MODEL_DEFAULTS["pretrained"]["eval_prompts"]  # not given: still resolved
+    tiny = TrainConfig(learning_rate=1e-6)
+    assert tiny.learning_rate == 1e-6 and tiny.max_new_tokens == 8
+
+
+def test_resolved_values_are_still_checked():
+    with pytest.raises(ConfigError, match="max_new_tokens"):
+        TrainConfig(model="smollm2-135m", max_new_tokens=0)
+    with pytest.raises(ConfigError, match="model"):
+        TrainConfig(model="")
+
+
+def test_the_cli_help_says_model_dependent(capsys):
+    from reinforce_ada import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    assert "model-dependent" in capsys.readouterr().out
+
+
+def test_cli_overrides_and_yaml_null_resolve_per_model(tmp_path, monkeypatch):
+    from reinforce_ada import cli
+
+    seen = {}
+
+    def fake_init(self, config, **kwargs):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", fake_init)
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text("learning_rate: null\nmax_new_tokens: 32\n")
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--config", str(config_file), "--model", "my/model"])
+    config = seen["config"]
+    assert (config.learning_rate, config.max_new_tokens, config.batch_size) == (1e-6, 32, 4)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None, reason="needs reasoning-gym")
+def test_pretrained_models_on_reasoning_gym_are_asked_for_answer_tags():
+    from reinforce_ada.data import get_task
+    from reinforce_ada.trainer import _task_options
+
+    config = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic")
+    assert "<answer>answer here</answer>" in config.system_prompt
+    prompt = get_task(config.task, **_task_options(config)).prompts(1, seed=0)[0]
+    assert prompt.prompt[0] == {"role": "system", "content": config.system_prompt}
+    assert prompt.prompt[1]["role"] == "user"
+
+    none = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic", system_prompt="")
+    assert isinstance(get_task(none.task, **_task_options(none)).prompts(1, seed=0)[0].prompt, str)
+    assert TrainConfig(task="reasoning-gym:basic_arithmetic").system_prompt is None  # tiny: no chat template
+    assert TrainConfig(model="smollm2-135m").system_prompt is None  # the arithmetic task: no tags needed
+
+
+def test_resolved_values_are_what_config_json_records(tmp_path):
+    from dataclasses import asdict
+
+    recorded = json.loads(json.dumps(asdict(TrainConfig(model="smollm2-135m"))))
+    assert all(recorded[name] is not None for name in MODEL_DEFAULTS["pretrained"])
+    assert TrainConfig(**recorded) == TrainConfig(model="smollm2-135m")
