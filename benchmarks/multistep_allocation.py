@@ -20,8 +20,8 @@ from the sampler's), streaming one sample per request (``stream-1by1-mixed``: ``
 N = 32``, the same budget of 32 -- the streaming scheduler accepts ``mixed`` only with ``fixed`` allocation until it
 takes its list of Beta-capable rules from ``core.beta_allocation.THRESHOLD_EXIT_RULES``), and the same with memory
 skipping (``skip_below`` sweep, ``max_evidence`` 128). The knobs of ``mixed-mem-tuned`` (skip_below 0.3,
-max_evidence 128, cap off) were chosen on seed 0's raw set (the sweep below, and a grid over skip_below, cap_below,
-cap_samples, max_evidence and give_up_below); ``--report-seeds`` reruns Ada-balanced and the fixed mixed
+max_evidence 128, cap off) were chosen on seed 0's raw set (the sweep below, and a one-off grid, not in this script,
+over skip_below, cap_below, cap_samples, max_evidence, give_up_below and half_life); ``--report-seeds`` reruns Ada-balanced and the fixed mixed
 configurations on other seeds, untuned, and prints their ratios.
 
     python benchmarks/multistep_allocation.py [--prompts 2048] [--epochs 4] [--out docs/img] [--report-seeds 1 2 3]
