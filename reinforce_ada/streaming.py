@@ -38,7 +38,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.core.beta_allocation import exit_needs, exit_probability, smallest_request
+from reinforce_ada.core.beta_allocation import THRESHOLD_EXIT_RULES, exit_needs, exit_probability, smallest_request
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.memory import PassRateMemory, prompt_key
@@ -176,9 +176,9 @@ class StreamingScheduler:
         self.config, self.options = config, options
         self.exit_rule = get_exit_rule(config.exit_rule, min_positive=config.min_positive)
         if options.allocation == "beta":
-            if callable(config.exit_rule) or config.exit_rule not in ("balanced", "positive", "once"):
-                raise ConfigError(f"streaming allocation 'beta' needs a threshold exit rule ('balanced', 'positive' "
-                                  f"or 'once'), not {config.exit_rule!r}; use allocation='fixed'")
+            if callable(config.exit_rule) or config.exit_rule not in THRESHOLD_EXIT_RULES:
+                raise ConfigError(f"streaming allocation 'beta' needs a threshold exit rule {THRESHOLD_EXIT_RULES}, "
+                                  f"not {config.exit_rule!r}; use allocation='fixed'")
         self.step_id = step_id or uuid.uuid4().hex[:12]
         self.states: dict[PromptId, _PromptState] = {}
         self._queue: deque[_PromptState] = deque()
