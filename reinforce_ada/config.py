@@ -167,7 +167,7 @@ STRATEGIES = ("ada-balanced", "ada-positive", "grpo", "dapo")
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
                  generation_batch_size=512),
-    "pretrained": dict(learning_rate=1e-6, max_new_tokens=128, batch_size=4, eval_prompts=16, micro_batch_size=8,
+    "pretrained": dict(learning_rate=1e-6, max_new_tokens=128, batch_size=2, eval_prompts=8, micro_batch_size=8,
                        generation_batch_size=64),
 }
 """Values of the model-dependent :class:`TrainConfig` fields (declared ``None``), by :func:`model_kind`.
@@ -175,8 +175,8 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 ``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
 answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
 wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
-enough for a ~135M model on a laptop CPU (``--model smollm2-135m`` runs a step in about a minute). Set the fields
-for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
+enough for a ~135M model on a CPU (``--model smollm2-135m``: about three minutes per step on 2 cores, see
+docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
 """
 
 
@@ -253,7 +253,7 @@ class TrainConfig:
     strategy: str = "ada-balanced"
     """``ada-balanced``, ``ada-positive``, ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
     batch_size: int | None = None
-    """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 4 otherwise."""
+    """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     samples_per_round: int = 8
     """M: completions per active prompt per round."""
     max_rounds: int = 4
@@ -354,7 +354,7 @@ class TrainConfig:
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int | None = None
-    """Held-out prompts for sampled accuracy. Model-dependent default: 200 for tiny, 16 otherwise."""
+    """Held-out prompts for sampled accuracy. Model-dependent default: 200 for tiny, 8 otherwise."""
     eval_samples: int = 4
     """Samples per held-out prompt (accuracy is the mean over all of them)."""
     report_to: str = "none"

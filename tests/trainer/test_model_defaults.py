@@ -61,7 +61,7 @@ def test_cli_overrides_and_yaml_null_resolve_per_model(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["train", "--config", str(config_file), "--model", "my/model"])
     config = seen["config"]
-    assert (config.learning_rate, config.max_new_tokens, config.batch_size) == (1e-6, 32, 4)
+    assert (config.learning_rate, config.max_new_tokens, config.batch_size) == (1e-6, 32, 2)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None, reason="needs reasoning-gym")
