@@ -175,7 +175,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 ``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
 answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
 wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
-enough for a ~135M model on a CPU (``--model smollm2-135m``: about three minutes per step on 2 cores, see
+enough for a ~135M model on a CPU (``--model smollm2-135m``: two to three minutes per step on 2 cores, see
 docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
 """
 
