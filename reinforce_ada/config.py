@@ -4,6 +4,7 @@ before any model is loaded or any completion generated, with a message naming th
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -162,7 +163,9 @@ class DynamicSamplingConfig:
         )
 
 
-STRATEGIES = ("ada-balanced", "ada-positive", "grpo", "dapo")
+STRATEGIES = ("ada-balanced", "ada-positive", "ada-mixed", "grpo", "dapo")
+"""Sampling strategies of the trainer; ``ada-<rule>`` is Reinforce-Ada with that exit rule (``mixed``: exit once
+the pool has one positive and one negative, see docs/beyond_the_paper.md)."""
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
@@ -218,6 +221,9 @@ class TrainConfig:
     name or local path."""
     dtype: str = "float32"
     """Training dtype: ``float32``, ``bfloat16`` or ``float16``."""
+    device: str = "auto"
+    """Where the policy trains: ``auto`` (the first CUDA GPU when there is one, else the CPU), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
     lora_r: int = 16
@@ -251,7 +257,8 @@ class TrainConfig:
 
     # -- sampling (the paper's names) --------------------------------------------------------------------------------
     strategy: str = "ada-balanced"
-    """``ada-balanced``, ``ada-positive``, ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
+    """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``grpo`` (one round of n) or ``dapo`` (dynamic
+    sampling)."""
     batch_size: int | None = None
     """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     samples_per_round: int = 8
@@ -407,6 +414,10 @@ class TrainConfig:
             raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
         _check_choice("generator", self.generator, ["hf", "vllm"])
         _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
+        if self.generator == "vllm" and self.device == "cpu":
+            raise ConfigError("generator='vllm' needs a GPU; use device='auto' or 'cuda' (or generator='hf' on CPU)")
         _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
         from reinforce_ada.core.losses import AGGREGATIONS
 
@@ -440,7 +451,7 @@ class TrainConfig:
                                       normalize_std=self.normalize_std, seed=self.seed)
         return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
                              group_size=self.group_size,
-                             exit_rule="balanced" if self.strategy == "ada-balanced" else "positive",
+                             exit_rule=self.strategy[len("ada-"):],
                              positive_threshold=self.positive_threshold, selection=self.selection,
                              unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
                              importance_weights=self.importance_weights, seed=self.seed)

@@ -119,6 +119,16 @@ class MetricsWriter:
             self._wandb.finish()
 
 
+def _resolve_device(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} but torch sees no CUDA GPU")
+    return torch.device(device)
+
+
 def _check_report_to(report_to: str) -> None:
     """Fail before any model loads when the requested metrics sink is not installed."""
     import importlib.util
@@ -174,6 +184,7 @@ class Trainer:
 
         self.config = cfg = config
         _check_report_to(cfg.report_to)
+        self.device = _resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
@@ -204,7 +215,8 @@ class Trainer:
         if self.resume_from is not None:
             self._load_weights(model, self.resume_from)
         self.model, self.tokenizer = model, tokenizer
-        self.device = next(model.parameters()).device
+        if next(model.parameters()).device != self.device:
+            model.to(self.device)
         self.ref_model = self._reference_model() if cfg.kl_coef > 0 else None
 
         self.generator = generator if generator is not None else self._make_generator()

@@ -148,3 +148,19 @@ def test_streaming_options_are_checked_up_front():
         TrainConfig(sampler="streaming", strategy="grpo")
     with pytest.raises(ConfigError, match="memory"):
         TrainConfig(skip_below=0.1)
+
+
+def test_device_and_strategy_fields_are_checked():
+    with pytest.raises(ConfigError, match="device"):
+        TrainConfig(device="tpu")
+    with pytest.raises(ConfigError, match="vllm"):
+        TrainConfig(generator="vllm", device="cpu")
+    assert TrainConfig(strategy="ada-mixed").sampler_config().exit_rule == "mixed"
+    assert TrainConfig(strategy="ada-positive").sampler_config().exit_rule == "positive"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_asking_for_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
+    monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
+    with pytest.raises(RuntimeError, match="CUDA"):
+        Trainer(small_config(tmp_path, device="cuda"))
