@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
 from reinforce_ada.sampler import GenerationRequest
 from reinforce_ada.types import Completion
 
@@ -69,12 +69,7 @@ class HFGenerator:
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 16, temperature: float = 1.0,
                  top_p: float = 1.0, max_batch_size: int = 256, use_chat_template: bool = True,
                  seed: int | None = None):
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0 (sampling), got {temperature!r}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        check_sampling_params(max_new_tokens, temperature, top_p)
         if not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
         if not callable(getattr(model, "generate", None)):

@@ -1,4 +1,4 @@
-"""Turn a :class:`~reinforce_ada.types.Prompt` into the token ids the model sees -- the single source of truth.
+"""What every generation backend shares: prompt encoding (the single source of truth) and sampling-parameter checks.
 
 Every generation backend and the trainer call :func:`encode_prompt`, so the prompt a completion was sampled from and
 the prompt the trainer rebuilds to score it are the same token ids:
@@ -55,3 +55,13 @@ def encode_prompt(tokenizer: Any, prompt: Prompt, use_chat_template: bool = True
     if not ids:
         raise ValueError(f"prompt {prompt.prompt_id!r} encodes to zero tokens; a completion needs a non-empty prompt")
     return ids
+
+
+def check_sampling_params(max_new_tokens: Any, temperature: Any, top_p: Any) -> None:
+    """The checks every backend runs on its sampling parameters before any expensive work."""
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (sampling), got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")

@@ -35,7 +35,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
 from reinforce_ada.sampler import GenerationRequest
 from reinforce_ada.types import Completion
 
@@ -123,12 +123,7 @@ class VLLMGenerator:
                  max_model_len: int | None = None, enable_sleep_mode: bool = False, sleep_level: int = 2,
                  logprobs: bool = True, logprobs_mode: str | None = "processed_logprobs",
                  enable_prefix_caching: bool = True, engine_kwargs: dict[str, Any] | None = None):
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0 (sampling), got {temperature!r}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        check_sampling_params(max_new_tokens, temperature, top_p)
         if not 0 < gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
         if sleep_level not in (1, 2):

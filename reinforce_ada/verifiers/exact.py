@@ -19,15 +19,9 @@ from typing import Sequence
 
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.extract import EXTRACTORS, cut_at_stop, extract, normalize_answer
-from reinforce_ada.verifiers.registry import register_verifier
+from reinforce_ada.verifiers.registry import check_lengths, register_verifier
 
 _INTEGER = re.compile(r"[+-]?\d{1,100}")
-
-
-def _check_lengths(prompts: Sequence[Prompt], completions: Sequence[Completion]) -> None:
-    if len(prompts) != len(completions):
-        raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
-                         f"completion")
 
 
 @register_verifier("exact")
@@ -49,7 +43,7 @@ class ExactMatchVerifier:
         self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        _check_lengths(prompts, completions)
+        check_lengths(prompts, completions)
         rewards: list[float | None] = []
         for prompt, completion in zip(prompts, completions):
             self.stats["completions"] += 1
@@ -83,7 +77,7 @@ class ArithmeticVerifier:
         self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        _check_lengths(prompts, completions)
+        check_lengths(prompts, completions)
         rewards: list[float | None] = []
         for prompt, completion in zip(prompts, completions):
             self.stats["completions"] += 1

@@ -20,6 +20,7 @@ import importlib
 from typing import Any, Callable, Sequence
 
 from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.registry import check_lengths
 
 
 def import_function(path: str) -> Callable:
@@ -63,9 +64,7 @@ class RewardFunctionVerifier:
         self.stats: dict[str, int] = dict.fromkeys(("completions", "none"), 0)
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        if len(prompts) != len(completions):
-            raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
-                             f"completion")
+        check_lengths(prompts, completions)
         texts: list[Any] = [
             [{"role": "assistant", "content": c.text}] if isinstance(p.prompt, list) else c.text
             for p, c in zip(prompts, completions)

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.extract import extract_boxed, normalize_answer
 from reinforce_ada.verifiers.pool import WorkerPool
-from reinforce_ada.verifiers.registry import register_verifier
+from reinforce_ada.verifiers.registry import check_lengths, register_verifier
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +134,7 @@ class MathVerifier:
             ("completions", "fast_path", "checked", "timeouts", "failures", "no_answer", "no_reference"), 0)
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        if len(prompts) != len(completions):
-            raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
-                             f"completion")
+        check_lengths(prompts, completions)
         rewards: list[float | None] = [None] * len(completions)
         jobs: list[tuple[int, tuple]] = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):

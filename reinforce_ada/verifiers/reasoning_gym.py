@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.extract import EXTRACTORS, extract
-from reinforce_ada.verifiers.registry import register_verifier
+from reinforce_ada.verifiers.registry import check_lengths, register_verifier
 
 METADATA_KEY = "reasoning_gym"
 
@@ -47,9 +47,7 @@ class ReasoningGymVerifier:
         return self._scorers[dataset]
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        if len(prompts) != len(completions):
-            raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
-                             f"completion")
+        check_lengths(prompts, completions)
         rewards: list[float | None] = []
         for prompt, completion in zip(prompts, completions):
             self.stats["completions"] += 1

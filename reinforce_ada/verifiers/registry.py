@@ -13,7 +13,7 @@ Every built-in verifier carries a ``stats`` dict of running counters (``completi
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from reinforce_ada.core.registry import Registry
 
@@ -58,3 +58,10 @@ def verifier_stats(verifier: Any) -> dict[str, int]:
     """A copy of ``verifier.stats`` (running counters), or ``{}`` for a verifier without them."""
     stats = getattr(verifier, "stats", None)
     return dict(stats) if isinstance(stats, dict) else {}
+
+
+def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
+    """Every verifier's first check: one prompt per completion."""
+    if len(prompts) != len(completions):
+        raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
+                         f"completion")
