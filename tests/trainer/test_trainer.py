@@ -164,3 +164,9 @@ def test_asking_for_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatc
     monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
     with pytest.raises(RuntimeError, match="CUDA"):
         Trainer(small_config(tmp_path, device="cuda"))
+
+
+def test_tensorboard_sink_writes_event_files(tmp_path, tiny_setup):
+    pytest.importorskip("tensorboard")
+    Trainer(small_config(tmp_path, report_to="tensorboard", max_steps=1), **tiny_setup).train()
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
