@@ -421,6 +421,10 @@ class Trainer:
         })
         if batch.generation_error:
             metrics["sampling/generation_error"] = batch.generation_error
+        from reinforce_ada.verifiers import verifier_stats
+
+        # Running counters of the reward function (completions scored, timeouts, failures, ...), when it keeps them.
+        metrics.update({f"verifier/{k}": v for k, v in verifier_stats(self.verifier).items()})
         return metrics
 
     def _prompt_token_ids(self, prompt: Prompt) -> list[int]:

@@ -170,3 +170,16 @@ def test_tensorboard_sink_writes_event_files(tmp_path, tiny_setup):
     pytest.importorskip("tensorboard")
     Trainer(small_config(tmp_path, report_to="tensorboard", max_steps=1), **tiny_setup).train()
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_verifier_counters_reach_the_metrics(tmp_path, tiny_setup):
+    def counting_verifier(prompts, completions):
+        counting_verifier.stats["completions"] += len(completions)
+        counting_verifier.stats["timeouts"] += 1  # pretend one completion per call timed out
+        return digit_verifier(prompts, completions)
+
+    counting_verifier.stats = {"completions": 0, "timeouts": 0}
+    tiny_setup["verifier"] = counting_verifier
+    Trainer(small_config(tmp_path, max_steps=1), **tiny_setup).train()
+    step = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train/loss"' in x][0]
+    assert step["verifier/timeouts"] >= 1 and step["verifier/completions"] >= step["sampling/total_samples"]
