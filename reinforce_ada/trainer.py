@@ -38,6 +38,8 @@ class PromptStream:
         if not prompts:
             raise ValueError("the training prompt set is empty")
         self.prompts = list(prompts)
+        if len({p.prompt_id for p in self.prompts}) != len(self.prompts):
+            raise ValueError("training prompts must have unique prompt_id values (a batch never repeats a prompt)")
         self.seed = seed
         self.epoch = 0
         self.position = 0

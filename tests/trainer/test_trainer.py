@@ -183,3 +183,18 @@ def test_verifier_counters_reach_the_metrics(tmp_path, tiny_setup):
     Trainer(small_config(tmp_path, max_steps=1), **tiny_setup).train()
     step = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train/loss"' in x][0]
     assert step["verifier/timeouts"] >= 1 and step["verifier/completions"] >= step["sampling/total_samples"]
+
+
+def test_prompt_stream_covers_each_prompt_once_per_epoch_and_rejects_duplicate_ids():
+    from reinforce_ada.trainer import PromptStream
+    from reinforce_ada.types import Prompt
+
+    prompts = [Prompt(i, str(i)) for i in range(10)]
+    stream = PromptStream(prompts, seed=3)
+    first_epoch = [p.prompt_id for p in stream.take(4) + stream.take(4)] + [next(stream).prompt_id,
+                                                                           next(stream).prompt_id]
+    assert sorted(first_epoch) == list(range(10))
+    batch = stream.take(10)
+    assert len({p.prompt_id for p in batch}) == 10
+    with pytest.raises(ValueError, match="unique"):
+        PromptStream(prompts + [Prompt(0, "again")], seed=0)
