@@ -61,6 +61,8 @@ def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> Path:
             values = [r.get(f"sampling/round_{k}/num_samples", 0.0) / r["sampling/num_prompts"] for r in train]
             per_round.append(sum(values) / max(len(values), 1))
         ax_rounds.bar([k + i * width for k in rounds], per_round, width=width, label=label)
+        if rounds:
+            ax_rounds.set_xticks(rounds)
     for ax, title, xlabel in [
         (ax_rs, "sampled reward (all completions)", "step"),
         (ax_rn, "sampled reward vs samples drawn", "samples drawn"),
