@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConf
 from reinforce_ada.core.beta_allocation import THRESHOLD_EXIT_RULES, exit_needs, exit_probability, smallest_request
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
-from reinforce_ada.memory import PassRateMemory, prompt_key
+from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.sampler import (
     AdaptiveSampler,
     DynamicSampler,

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from reinforce_ada.evaluation import evaluate, format_results, pass_at_k
-from reinforce_ada.sampler import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 
 
@@ -136,8 +135,6 @@ def test_evaluate_per_dataset_verifiers_and_bad_input():
 def test_evaluate_with_the_hf_backend_on_the_tiny_model(tmp_path):
     import torch
 
-    from reinforce_ada.generation import get_generator
-    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny model is far faster on one thread on a shared machine

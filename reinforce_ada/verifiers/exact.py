@@ -19,13 +19,13 @@ from typing import Sequence
 
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.extract import EXTRACTORS, cut_at_stop, extract, normalize_answer
-from reinforce_ada.verifiers.registry import check_lengths, register_verifier
+from reinforce_ada.verifiers.registry import AnswerVerifier, register_verifier
 
 _INTEGER = re.compile(r"[+-]?\d{1,100}")
 
 
 @register_verifier("exact")
-class ExactMatchVerifier:
+class ExactMatchVerifier(AnswerVerifier):
     """Normalised string equality of the extracted final answer with ``Prompt.answer``.
 
     >>> from reinforce_ada.types import Completion, Prompt
@@ -36,34 +36,26 @@ class ExactMatchVerifier:
     """
 
     def __init__(self, *, extract: str = "auto", case_sensitive: bool = True):
+        super().__init__()
         if extract not in EXTRACTORS:
             raise ValueError(f"unknown extract={extract!r}; choose one of {', '.join(EXTRACTORS)}")
         self.extract = extract
         self.case_sensitive = case_sensitive
-        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
 
-    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        check_lengths(prompts, completions)
-        rewards: list[float | None] = []
-        for prompt, completion in zip(prompts, completions):
-            self.stats["completions"] += 1
-            if prompt.answer is None:
-                self.stats["no_reference"] += 1
-                rewards.append(None)
-                continue
-            answer = extract(completion.text, self.extract)
-            if answer is None:
-                self.stats["no_answer"] += 1
-                rewards.append(0.0)
-                continue
-            same = (normalize_answer(answer, case_sensitive=self.case_sensitive)
-                    == normalize_answer(str(prompt.answer), case_sensitive=self.case_sensitive))
-            rewards.append(1.0 if same else 0.0)
-        return rewards
+    def reference(self, prompt: Prompt) -> str | None:
+        return None if prompt.answer is None else normalize_answer(str(prompt.answer),
+                                                                   case_sensitive=self.case_sensitive)
+
+    def answer(self, completion: Completion) -> str | None:
+        answer = extract(completion.text, self.extract)
+        return None if answer is None else normalize_answer(answer, case_sensitive=self.case_sensitive)
+
+    def compare(self, answer: str, reference: str) -> float:
+        return 1.0 if answer == reference else 0.0
 
 
 @register_verifier("arithmetic")
-class ArithmeticVerifier:
+class ArithmeticVerifier(AnswerVerifier):
     """1.0 when the completion's first line is the integer ``Prompt.answer``; never evaluates anything.
 
     >>> from reinforce_ada.types import Completion, Prompt
@@ -73,23 +65,16 @@ class ArithmeticVerifier:
     """
 
     def __init__(self, *, stops: Sequence[str] = ("<eos>", "\n")):
+        super().__init__()
         self.stops = tuple(stops)
-        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference"), 0)
 
-    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        check_lengths(prompts, completions)
-        rewards: list[float | None] = []
-        for prompt, completion in zip(prompts, completions):
-            self.stats["completions"] += 1
-            reference = str(prompt.answer).strip() if prompt.answer is not None else ""
-            if not _INTEGER.fullmatch(reference):
-                self.stats["no_reference"] += 1
-                rewards.append(None)
-                continue
-            answer = cut_at_stop(completion.text, self.stops).strip()
-            if not _INTEGER.fullmatch(answer):
-                self.stats["no_answer"] += 1
-                rewards.append(0.0)
-                continue
-            rewards.append(1.0 if int(answer) == int(reference) else 0.0)
-        return rewards
+    def reference(self, prompt: Prompt) -> int | None:
+        reference = str(prompt.answer).strip() if prompt.answer is not None else ""
+        return int(reference) if _INTEGER.fullmatch(reference) else None
+
+    def answer(self, completion: Completion) -> int | None:
+        answer = cut_at_stop(completion.text, self.stops).strip()
+        return int(answer) if _INTEGER.fullmatch(answer) else None
+
+    def compare(self, answer: int, reference: int) -> float:
+        return 1.0 if answer == reference else 0.0

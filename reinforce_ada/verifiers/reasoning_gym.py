@@ -11,11 +11,11 @@ without that metadata gives ``None``. Needs the optional ``reasoning-gym`` packa
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.extract import EXTRACTORS, extract
-from reinforce_ada.verifiers.registry import check_lengths, register_verifier
+from reinforce_ada.verifiers.registry import AnswerVerifier, register_verifier
 
 METADATA_KEY = "reasoning_gym"
 
@@ -28,16 +28,16 @@ def require_reasoning_gym() -> None:
 
 
 @register_verifier("reasoning-gym")
-class ReasoningGymVerifier:
+class ReasoningGymVerifier(AnswerVerifier):
     """Score with the reasoning-gym dataset named in ``Prompt.metadata["reasoning_gym"]``."""
 
     def __init__(self, *, extract: str = "answer_tag"):
         require_reasoning_gym()
+        super().__init__()
         if extract not in EXTRACTORS:
             raise ValueError(f"unknown extract={extract!r}; choose one of {', '.join(EXTRACTORS)}")
         self.extract = extract
         self._scorers: dict[str, Callable[[Any, dict], float]] = {}
-        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference", "failures"), 0)
 
     def _scorer(self, dataset: str) -> Callable[[Any, dict], float]:
         if dataset not in self._scorers:
@@ -46,24 +46,12 @@ class ReasoningGymVerifier:
             self._scorers[dataset] = reasoning_gym.get_score_answer_fn(dataset)
         return self._scorers[dataset]
 
-    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
-        check_lengths(prompts, completions)
-        rewards: list[float | None] = []
-        for prompt, completion in zip(prompts, completions):
-            self.stats["completions"] += 1
-            info = prompt.metadata.get(METADATA_KEY)
-            if not isinstance(info, dict) or "dataset" not in info or "entry" not in info:
-                self.stats["no_reference"] += 1
-                rewards.append(None)
-                continue
-            answer = extract(completion.text, self.extract)
-            if answer is None:
-                self.stats["no_answer"] += 1
-                rewards.append(0.0)
-                continue
-            try:
-                rewards.append(float(self._scorer(info["dataset"])(answer, info["entry"])))
-            except Exception:  # noqa: BLE001 - a scorer bug on odd output is a failed check, not a crash
-                self.stats["failures"] += 1
-                rewards.append(0.0)
-        return rewards
+    def reference(self, prompt: Prompt) -> dict | None:
+        info = prompt.metadata.get(METADATA_KEY)
+        return info if isinstance(info, dict) and "dataset" in info and "entry" in info else None
+
+    def answer(self, completion: Completion) -> str | None:
+        return extract(completion.text, self.extract)
+
+    def compare(self, answer: str, reference: dict) -> float:
+        return self._scorer(reference["dataset"])(answer, reference["entry"])

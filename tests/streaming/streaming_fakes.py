@@ -7,7 +7,7 @@ import hashlib
 import json
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 

@@ -9,7 +9,7 @@ from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.sampler import AdaptiveSampler, GenerationError
 from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
 from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler, make_sampler
-from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.types import Prompt
 
 from streaming_fakes import TokenEngine, text_verifier
 
@@ -147,7 +147,6 @@ def test_memory_sizes_the_first_request():
     memory = PassRateMemory(empirical_prior=False)
     easy = Prompt(0, "e", metadata={"pass_rate": 0.5})
     memory.seed(easy, 0.5, 32)
-    engine = TokenEngine()
     options = StreamingOptions(target=0.5, max_in_flight=1000, fill_idle=False)
     scheduler = StreamingScheduler([easy], SamplerConfig(), options, memory)
     first = len(scheduler.want())

@@ -2,7 +2,6 @@
 
 import random
 
-from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.types import Prompt
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers import (
-    ArithmeticVerifier,
     ExactMatchVerifier,
     RewardFunctionVerifier,
     get_verifier,
