@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
@@ -196,9 +197,7 @@ class DynamicSampler:
             if duplicate:
                 raise ValueError(f"prompt id {next(iter(duplicate))!r} was drawn twice in one dynamic-sampling step")
             pools.update(batch.pools)
-            rounds.append(RoundStats(batch_number, *(getattr(batch.rounds[0], f) for f in
-                                                     ("num_active", "num_samples", "num_exits", "reward_mean",
-                                                      "num_verifier_failures"))))
+            rounds.append(dataclasses.replace(batch.rounds[0], round=batch_number))  # one "round" per batch
             signal_groups = [g for g in batch.groups if g.has_signal]
             num_signal += len(signal_groups)
             kept.extend(signal_groups)
