@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,74 @@ def fit_beta_prior(positives: list[float], totals: list[float], max_strength: fl
     return max(m * strength, 0.05), max((1.0 - m) * strength, 0.05)
 
 
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """``log Gamma(x)`` for ``x > 0``, vectorised: shift to ``x >= 8``, then Stirling's series (error < 1e-10)."""
+    x = np.array(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    for _ in range(8):
+        small = x < 8.0
+        if not small.any():
+            break
+        out -= np.where(small, np.log(x), 0.0)
+        x = np.where(small, x + 1.0, x)
+    inv = 1.0 / x
+    inv2 = inv * inv
+    return out + (x - 0.5) * np.log(x) - x + 0.5 * math.log(2.0 * math.pi) + inv * (
+        1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
+
+
+def fit_beta_prior_mle(positives: list[float], totals: list[float], max_strength: float = 100.0
+                       ) -> tuple[float, float] | None:
+    """Maximum marginal-likelihood Beta(a, b) for the pass rates behind per-prompt counts (empirical Bayes).
+
+    Maximises ``sum_i log B(a + pos_i, b + neg_i) - log B(a, b)`` over ``a, b`` (strength ``a + b`` capped at
+    ``max_strength``). Unlike the method of moments (:func:`fit_beta_prior`) this stays consistent when the number
+    of samples per prompt depended on the rewards seen -- the likelihood does not depend on the stopping rule, and
+    adaptive sampling stops exactly that way. Counts may be fractional (decayed evidence). ``None`` when there is
+    too little data or only one class was ever seen.
+
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.beta(0.4, 2.0, 4000)
+    >>> a, b = fit_beta_prior_mle(list(rng.binomial(32, p)), [32] * 4000)
+    >>> abs(a - 0.4) < 0.05, abs(b - 2.0) < 0.25
+    (True, True)
+    """
+    pos = np.asarray(positives, dtype=np.float64)
+    neg = np.asarray(totals, dtype=np.float64) - pos
+    keep = (pos + neg) > 0
+    pos, neg = pos[keep], neg[keep]
+    if len(pos) < 2 or not pos.any() or not neg.any():
+        return None
+    # identical (rounded) counts contribute identical terms: fit on the distinct pairs, weighted
+    pairs, weights = np.unique(np.round(np.stack([pos, neg], axis=1) * 8.0) / 8.0, axis=0, return_counts=True)
+    pos, neg = pairs[:, 0], pairs[:, 1]
+
+    def loglik(mean_logit: np.ndarray, log_strength: np.ndarray) -> np.ndarray:
+        strength = np.exp(log_strength)[..., None]
+        a = strength / (1.0 + np.exp(-mean_logit[..., None]))
+        b = strength - a
+        terms = (_lgamma(a + pos) + _lgamma(b + neg) - _lgamma(a + b + pos + neg)
+                 - _lgamma(a) - _lgamma(b) + _lgamma(a + b))
+        return terms @ weights
+
+    lo_s, hi_s = math.log(0.05), math.log(max_strength)
+    center, width = np.array([0.0, 0.5 * (lo_s + hi_s)]), np.array([8.0, 0.5 * (hi_s - lo_s)])
+    for _ in range(6):  # coarse-to-fine grid search over (logit mean, log strength)
+        m = np.linspace(center[0] - width[0], center[0] + width[0], 11)
+        s = np.clip(np.linspace(center[1] - width[1], center[1] + width[1], 11), lo_s, hi_s)
+        mm, ss = np.meshgrid(m, s, indexing="ij")
+        values = loglik(mm, ss)
+        i, j = np.unravel_index(int(np.argmax(values)), values.shape)
+        center = np.array([m[i], s[j]])
+        width = width / 4.0
+    strength = math.exp(center[1])
+    a = strength / (1.0 + math.exp(-center[0]))
+    return max(a, 1e-3), max(strength - a, 1e-3)
+
+
+PRIOR_FITS = {"mle": fit_beta_prior_mle, "moments": fit_beta_prior}
+
+
 @dataclass
 class _Entry:
     pos: float
@@ -84,12 +154,17 @@ class _Entry:
 class PassRateMemory:
     """Decayed per-prompt pass-rate evidence across steps (see the module docstring)."""
 
-    def __init__(self, half_life: float | None = 8.0, max_evidence: float = 32.0,
-                 prior: tuple[float, float] = (1.0, 1.0), empirical_prior: bool = True, min_fit_entries: int = 32):
+    def __init__(self, half_life: float | None = 8.0, max_evidence: float = 128.0,
+                 prior: tuple[float, float] = (1.0, 1.0), empirical_prior: bool = True, min_fit_entries: int = 32,
+                 prior_fit: str = "mle"):
         """``half_life``: steps after which old evidence weighs half (``None``: never decays). ``max_evidence``: cap
         on ``pos + neg`` kept per prompt. ``prior``: the Beta prior added to the evidence (the starting prior when
         ``empirical_prior``). ``empirical_prior``: refit the prior to the remembered prompts at every
-        :meth:`advance` (method of moments, see :func:`fit_beta_prior`) once ``min_fit_entries`` are known."""
+        :meth:`advance` once ``min_fit_entries`` are known. ``prior_fit``: how -- ``"mle"`` (maximum marginal
+        likelihood, :func:`fit_beta_prior_mle`; consistent under adaptive stopping) or ``"moments"``
+        (:func:`fit_beta_prior`; biased when the number of samples depended on the rewards, as it does here)."""
+        if prior_fit not in PRIOR_FITS:
+            raise ValueError(f"prior_fit must be one of {sorted(PRIOR_FITS)} (got {prior_fit!r})")
         if half_life is not None and not (half_life > 0 and math.isfinite(half_life)):
             raise ValueError(f"half_life must be a positive number or None (got {half_life})")
         if not max_evidence > 0:
@@ -101,6 +176,7 @@ class PassRateMemory:
         self.prior = (float(prior[0]), float(prior[1]))
         self.empirical_prior = empirical_prior
         self.min_fit_entries = min_fit_entries
+        self.prior_fit = prior_fit
         self.step = 0
         self._entries: dict[str, _Entry] = {}
 
@@ -176,7 +252,7 @@ class PassRateMemory:
         self.step += steps
         if self.empirical_prior and len(self._entries) >= self.min_fit_entries:
             counts = [self.evidence(k) for k in self._entries]
-            fitted = fit_beta_prior([p for p, _ in counts], [p + n for p, n in counts])
+            fitted = PRIOR_FITS[self.prior_fit]([p for p, _ in counts], [p + n for p, n in counts])
             if fitted is not None:
                 self.prior = fitted
 
@@ -188,7 +264,7 @@ class PassRateMemory:
     def state_dict(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "step": self.step, "half_life": self.half_life,
                 "empirical_prior": self.empirical_prior, "min_fit_entries": self.min_fit_entries,
-                "max_evidence": self.max_evidence, "prior": list(self.prior),
+                "max_evidence": self.max_evidence, "prior": list(self.prior), "prior_fit": self.prior_fit,
                 "entries": {k: [e.pos, e.neg, e.step] for k, e in self._entries.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -199,5 +275,6 @@ class PassRateMemory:
         self.max_evidence = float(state["max_evidence"])
         self.empirical_prior = bool(state["empirical_prior"])
         self.min_fit_entries = int(state["min_fit_entries"])
+        self.prior_fit = state.get("prior_fit", "moments")  # checkpoints written before the MLE fit existed
         self.prior = (float(state["prior"][0]), float(state["prior"][1]))
         self._entries = {k: _Entry(float(p), float(n), int(s)) for k, (p, n, s) in state["entries"].items()}

@@ -61,3 +61,64 @@ def test_seed_from_file(tmp_path):
     path.write_text('{"key": "k"}\n')
     with pytest.raises(ValueError, match="rates.jsonl:1"):
         mem.seed_from_file(path)
+
+
+def _adaptive_counts(rng, p, budget=32, group_size=4):
+    """Counts of the ``mixed`` rule: sample until both classes (and ``group_size``) or the budget."""
+    pos, tot = [], []
+    for rate in p:
+        s = f = 0
+        while s + f < budget and not (s and f and s + f >= group_size):
+            if rng.random() < rate:
+                s += 1
+            else:
+                f += 1
+        pos.append(s)
+        tot.append(s + f)
+    return pos, tot
+
+
+def test_mle_prior_is_consistent_under_adaptive_stopping_where_moments_is_not():
+    import numpy as np
+
+    from reinforce_ada.memory import fit_beta_prior_mle
+
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.4, 2.0, size=6000)
+    pos, tot = _adaptive_counts(rng, p)
+    a, b = fit_beta_prior_mle(pos, tot)
+    assert a == pytest.approx(0.4, rel=0.12) and b == pytest.approx(2.0, rel=0.15)
+    a_m, b_m = fit_beta_prior(pos, tot)  # the stopping rule depends on the rewards: moments are biased
+    assert a_m > 0.55
+    # fixed sample sizes: both agree
+    fixed = list(rng.binomial(16, p))
+    a, b = fit_beta_prior_mle(fixed, [16] * len(fixed))
+    assert a / (a + b) == pytest.approx(0.4 / 2.4, abs=0.01)
+    assert fit_beta_prior_mle([0, 0, 0], [5, 5, 5]) is None and fit_beta_prior_mle([1], [2]) is None
+
+
+def test_lgamma_matches_the_standard_library():
+    import math
+
+    import numpy as np
+
+    from reinforce_ada.memory import _lgamma
+
+    x = np.array([1e-3, 0.05, 0.4, 1.0, 2.5, 7.999, 8.0, 31.25, 1e4])
+    np.testing.assert_allclose(_lgamma(x), [math.lgamma(v) for v in x], rtol=0, atol=1e-9)
+
+
+def test_memory_uses_the_chosen_prior_fit_and_checkpoints_it():
+    mem = PassRateMemory(min_fit_entries=2, prior_fit="moments")
+    for i, (s, f) in enumerate([(0, 32), (1, 3), (2, 2), (0, 32), (5, 1)]):
+        mem.update(f"k{i}", s, f)
+    mem.advance()
+    moments = mem.prior
+    state = mem.state_dict()
+    assert state["prior_fit"] == "moments"
+    mle = PassRateMemory(min_fit_entries=2)
+    mle.load_state_dict({**state, "prior_fit": "mle"})
+    mle.advance(0)
+    assert mle.prior != moments
+    with pytest.raises(ValueError, match="prior_fit"):
+        PassRateMemory(prior_fit="median")
