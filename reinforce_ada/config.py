@@ -290,7 +290,14 @@ class TrainConfig:
     streaming_target: float = 0.3
     """Streaming with ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
     give_up_below: float = 0.0
-    """Streaming: stop sampling a prompt whose posterior chance of ever exiting falls below this (0: never)."""
+    """Streaming: stop sampling a prompt once what its remaining budget can still buy is unlikely -- for a one-class
+    pool, the posterior chance of seeing the other class; otherwise the chance of exiting (0: never)."""
+    min_signal_rate: float = 0.0
+    """Streaming: the price of signal. Give up a one-class pool once the posterior chance that its next sample is of
+    the missing class falls below this, and skip a prompt whose best signal-prompts per sample is below it (0: off;
+    with memory it stops hopeless prompts early and lets promising ones use ``sample_budget``)."""
+    sample_budget: int | None = None
+    """Streaming: most samples one prompt may draw in a step (None: M * N, the paper's)."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False
@@ -298,10 +305,12 @@ class TrainConfig:
     first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
     memory_half_life: float = 8.0
     """Streaming memory: steps after which an old observation counts half."""
+    memory_max_evidence: float = 128.0
+    """Streaming memory: most (decayed) samples remembered per prompt."""
     memory_seed: str | None = None
     """Streaming memory: a ``select-prompts`` pass-rate file to start from."""
     skip_below: float = 0.0
-    """Streaming memory: skip prompts whose remembered chance of exiting is below this."""
+    """Streaming memory: skip prompts whose remembered chance of any signal within the budget is below this."""
     cap_below: float = 0.0
     """Streaming memory: cap the budget of prompts whose remembered chance of exiting is below this."""
     max_new_tokens: int | None = None
@@ -410,6 +419,14 @@ class TrainConfig:
             raise ConfigError(f"sampler='streaming' runs the ada-* strategies, not strategy={self.strategy!r}")
         if self.max_in_flight <= 0:
             raise ConfigError(f"max_in_flight must be positive (got {self.max_in_flight})")
+        for name in ("give_up_below", "min_signal_rate", "skip_below", "cap_below"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1] (got {getattr(self, name)})")
+        for name in ("memory_half_life", "memory_max_evidence"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive (got {getattr(self, name)})")
+        if self.sample_budget is not None and self.sample_budget < self.group_size:
+            raise ConfigError(f"sample_budget={self.sample_budget} is below group_size={self.group_size}")
         if not self.memory and (self.memory_seed or self.skip_below or self.cap_below):
             raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
         _check_choice("generator", self.generator, ["hf", "vllm"])

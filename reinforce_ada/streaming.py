@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -76,6 +77,16 @@ class StreamingOptions:
     sample, what the remaining budget can still buy is unlikely: for a pool with one class only, the chance of
     seeing the other (signal); for a pool that already has signal, the chance of meeting the exit rule. 0 never
     gives up (the paper's behaviour)."""
+    min_signal_rate: float = 0.0
+    """Spend samples only where they are likely enough to bring signal (0: off). A prompt whose pool holds one class
+    only is given up (its in-flight requests cancelled) once the posterior chance that its next sample is of the
+    other class falls below this; a prompt is skipped up front when no budget gives at least this many signal-prompts
+    per sample (best ``P(both classes within k) / E[samples]`` over ``k``). This is the marginal price of signal:
+    ``1 / min_signal_rate`` samples per signal-prompt at most, whatever the prompt -- with memory, hopeless prompts
+    stop early and promising ones may use a larger ``budget``. Unlike ``give_up_below`` it does not depend on the
+    remaining budget."""
+    budget: int | None = None
+    """Most samples one prompt may draw in a step (None: ``M * N``, the paper's)."""
     max_request: int | None = None
     """Cap on one request's size (None: the remaining budget)."""
     max_in_flight: int = 256
@@ -109,11 +120,11 @@ class StreamingOptions:
             raise ConfigError(f"target must be in (0, 1] (got {self.target})")
         if not (len(self.prior) == 2 and self.prior[0] > 0 and self.prior[1] > 0):
             raise ConfigError(f"prior must be two positive numbers (got {self.prior})")
-        for name in ("give_up_below", "skip_below", "cap_below"):
+        for name in ("give_up_below", "skip_below", "cap_below", "min_signal_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1] (got {value})")
-        for name in ("max_request", "max_in_flight", "cap_samples", "max_attempts"):
+        for name in ("max_request", "max_in_flight", "cap_samples", "max_attempts", "budget"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"{name} must be a positive integer (got {value!r})")
@@ -184,16 +195,20 @@ class StreamingScheduler:
         self.num_in_flight = 0
         self.num_submitted = 0
         self.num_cancelled = 0
+        self.budget = options.budget or config.max_samples
+        if self.budget < config.group_size:
+            raise ConfigError(f"budget={self.budget} is below group_size={config.group_size}")
         for prompt in prompts:
             prior = memory.posterior(prompt) if memory is not None else options.prior
-            state = _PromptState(prompt, PromptPool(prompt.prompt_id, config.positive_threshold), config.max_samples,
-                                 prior)
-            if memory is not None and (options.skip_below > 0 or options.cap_below > 0):
-                if self._signal_chance(state, config.max_samples) < options.skip_below:
+            state = _PromptState(prompt, PromptPool(prompt.prompt_id, config.positive_threshold), self.budget, prior)
+            if options.min_signal_rate > 0 and self._signal_rate(state) < options.min_signal_rate:
+                state.skipped = state.stopped = True
+            elif memory is not None and (options.skip_below > 0 or options.cap_below > 0):
+                if self._signal_chance(state, self.budget) < options.skip_below:
                     state.skipped = state.stopped = True
-                elif self._exit_chance(state, config.max_samples) < options.cap_below:
+                elif self._exit_chance(state, self.budget) < options.cap_below:
                     state.capped = True
-                    state.budget = min(options.cap_samples or config.group_size, config.max_samples)
+                    state.budget = min(options.cap_samples or config.group_size, self.budget)
             self.states[prompt.prompt_id] = state
             if not state.stopped:
                 state.queued = True
@@ -224,6 +239,44 @@ class StreamingScheduler:
         return exit_probability(round(state.prior[0] + pool.num_positive, 2),
                                 round(state.prior[1] + pool.num_negative, 2), need_pos, need_neg, budget, min_more)
 
+    def _signal_rate(self, state: _PromptState) -> float:
+        """Best signal-prompts per sample over budgets ``k``: ``P(both classes within k) / E[samples drawn]``, where a
+        prompt stops at the first sample that completes both classes (but draws at least ``group_size``)."""
+        alpha, beta = state.prior
+        n = self.config.group_size
+        all_pos = all_neg = 1.0  # P(the first j samples are all positive / all negative)
+        expected = best = 0.0
+        for j in range(state.budget):
+            # sample j+1 is drawn when j < n or both classes are not yet seen among the first j
+            expected += 1.0 if j < n else (all_pos + all_neg if j else 1.0)
+            all_pos *= (alpha + j) / (alpha + beta + j)
+            all_neg *= (beta + j) / (alpha + beta + j)
+            if j + 1 >= n:
+                best = max(best, (1.0 - all_pos - all_neg) / expected)
+        return best
+
+    def _other_class_rate(self, state: _PromptState) -> float:
+        """Posterior chance that the next sample brings the class a one-class pool lacks (1.0 when it has both)."""
+        pool = state.pool
+        alpha, beta = state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative
+        if pool.num_positive and pool.num_negative:
+            return 1.0
+        return alpha / (alpha + beta) if not pool.num_positive else beta / (alpha + beta)
+
+    def _samples_before_give_up(self, state: _PromptState) -> int:
+        """Samples to request at most so that none is drawn past the give-up point of ``min_signal_rate``: after
+        ``j`` more samples of the class the pool already has (either class, for an empty pool), the chance of the
+        other, ``other / (alpha + beta + j)``, must still be at least the rate."""
+        pool, rate = state.pool, self.options.min_signal_rate
+        if rate <= 0 or (pool.num_positive and pool.num_negative):
+            return state.budget
+        alpha, beta = state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative
+        if not pool.count:
+            other = min(alpha, beta)
+        else:
+            other = alpha if not pool.num_positive else beta
+        return min(state.budget, max(1, int(math.floor(other / rate - alpha - beta)) + 1))
+
     def _chance_of_gain(self, state: _PromptState) -> float:
         """What more samples can still buy: signal for a pool without it, else the exit."""
         budget = state.budget - state.pool.num_drawn
@@ -239,13 +292,18 @@ class StreamingScheduler:
         if budget_left <= 0:
             return 0
         if opts.allocation == "fixed":
-            return 0 if outstanding else min(cfg.samples_per_round, budget_left)
+            k = 0 if outstanding else cfg.samples_per_round
+            if opts.min_signal_rate > 0:
+                k = min(k, self._samples_before_give_up(state))
+            return min(k, budget_left)
         need_pos, need_neg = self._needs(state)
         alpha, beta = state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative
         k, prob = smallest_request(round(alpha, 2), round(beta, 2), need_pos, need_neg,
                                    state.budget - pool.num_drawn, opts.target, min_more=cfg.group_size - pool.count)
         if opts.max_request is not None:
             k = min(k, opts.max_request)
+        if opts.min_signal_rate > 0:
+            k = min(k, self._samples_before_give_up(state))
         return max(0, min(k - outstanding, budget_left))
 
     # -- events -----------------------------------------------------------------------------------------------------
@@ -289,6 +347,8 @@ class StreamingScheduler:
                 if len(out) >= max_new:
                     break
                 if state.budget - state.pool.num_drawn - len(state.in_flight) <= 0:
+                    continue
+                if self.options.min_signal_rate > 0 and len(state.in_flight) >= self._samples_before_give_up(state):
                     continue
                 request = SampleRequest(state.prompt, state.next_index, state.wave,
                                         f"{self.step_id}-{state.prompt.prompt_id}-{state.next_index}")
@@ -336,7 +396,8 @@ class StreamingScheduler:
                 state.in_flight.clear()
             elif state.stopped:
                 continue
-            elif self.options.give_up_below > 0 and self._chance_of_gain(state) < self.options.give_up_below:
+            elif (self.options.give_up_below > 0 and self._chance_of_gain(state) < self.options.give_up_below) or (
+                    self.options.min_signal_rate > 0 and self._other_class_rate(state) < self.options.min_signal_rate):
                 state.gave_up = state.stopped = True  # hopeless within the budget: stop and free its slots
                 to_cancel.extend(state.in_flight.values())
                 self.num_cancelled += len(state.in_flight)
@@ -571,8 +632,9 @@ def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig
 
 def build_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig | DynamicSamplingConfig | None = None,
                   *, allocation: str = "beta", target: float = 0.3, give_up_below: float = 0.0,
-                  max_in_flight: int = 256, fill_idle: bool | None = None, memory: bool = False,
-                  memory_half_life: float | None = 8.0, skip_below: float = 0.0, cap_below: float = 0.0,
+                  min_signal_rate: float = 0.0, budget: int | None = None, max_in_flight: int = 256, fill_idle: bool | None = None, memory: bool = False,
+                  memory_half_life: float | None = 8.0, memory_max_evidence: float = 128.0,
+                  skip_below: float = 0.0, cap_below: float = 0.0,
                   cap_samples: int | None = None, memory_seed: str | None = None):
     """:func:`make_sampler` from flat settings (what a trainer config or command line holds).
 
@@ -584,14 +646,14 @@ def build_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfi
         return make_sampler(kind, generator, verifier, config)
     pass_rates = None
     if memory:
-        pass_rates = PassRateMemory(half_life=memory_half_life)
+        pass_rates = PassRateMemory(half_life=memory_half_life, max_evidence=memory_max_evidence)
         if memory_seed:
             logger.info("seeded pass-rate memory with %d prompts from %s", pass_rates.seed_from_file(memory_seed),
                         memory_seed)
     elif memory_seed or skip_below or cap_below:
         raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
     options: dict[str, Any] = dict(allocation=allocation, target=target, give_up_below=give_up_below,
-                                   max_in_flight=max_in_flight, skip_below=skip_below, cap_below=cap_below,
+                                   min_signal_rate=min_signal_rate, budget=budget, max_in_flight=max_in_flight, skip_below=skip_below, cap_below=cap_below,
                                    cap_samples=cap_samples)
     if fill_idle is not None:
         options["fill_idle"] = fill_idle

@@ -148,8 +148,10 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
 
         return build_sampler("streaming", generator, verifier, sampler_config,
                              allocation=config.streaming_allocation, target=config.streaming_target,
-                             give_up_below=config.give_up_below, max_in_flight=config.max_in_flight,
+                             give_up_below=config.give_up_below, min_signal_rate=config.min_signal_rate,
+                             budget=config.sample_budget, max_in_flight=config.max_in_flight,
                              memory=config.memory, memory_half_life=config.memory_half_life,
+                             memory_max_evidence=config.memory_max_evidence,
                              memory_seed=config.memory_seed, skip_below=config.skip_below,
                              cap_below=config.cap_below)
     if isinstance(sampler_config, DynamicSamplingConfig):

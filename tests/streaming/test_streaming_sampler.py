@@ -254,3 +254,55 @@ def test_build_sampler_from_flat_settings_and_json_checkpoint(tmp_path):
     assert isinstance(build_sampler("adaptive", SimulatedGenerator(0), simulated_verifier), AdaptiveSampler)
     with pytest.raises(ConfigError, match="memory=True"):
         build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, skip_below=0.1)
+
+
+def test_min_signal_rate_gives_up_a_one_class_pool_at_its_price():
+    # uniform prior: after m negatives the chance the next is positive is 1 / (m + 2); below 0.1 from m = 9 on
+    cfg = SamplerConfig(samples_per_round=1, max_rounds=32, exit_rule="mixed")
+    options = StreamingOptions(allocation="fixed", min_signal_rate=0.1, fill_idle=False)
+    batch = StreamingSampler(TokenEngine(), text_verifier, cfg, options).sample(prompts([0.0, 1.0, 0.5]))
+    assert batch.pools[0].num_drawn == 9 and batch.pools[1].num_drawn == 9
+    assert batch.metrics["num_gave_up"] == 2
+    assert batch.pools[2].exited  # a coin-flip prompt finds both classes long before
+
+
+def test_min_signal_rate_caps_beta_requests_and_cancels_in_flight_work():
+    engine, batch = run_with_log(StreamingOptions(target=0.95, min_signal_rate=0.1))
+    assert batch.pools[0].num_drawn <= 9  # never asked for samples past its give-up point
+    assert batch.metrics["num_gave_up"] >= 2
+    assert engine.tokens_after_exit() == {}
+
+
+def test_signal_rate_matches_monte_carlo():
+    rng = np.random.default_rng(0)
+    cfg = SamplerConfig(samples_per_round=1, max_rounds=12)
+    prior = (0.7, 3.0)
+    scheduler = StreamingScheduler([Prompt(0, "q")], cfg, StreamingOptions(prior=prior))
+    state = scheduler.states[0]
+    rates = []
+    for k in range(4, 13):  # signal-prompts per sample of budget k, simulated
+        p = rng.beta(*prior, size=40000)
+        draws = rng.random((len(p), k)) < p[:, None]
+        pos = np.cumsum(draws, axis=1)
+        both = (pos > 0) & (pos < np.arange(1, k + 1))
+        first = np.where(both.any(axis=1), both.argmax(axis=1) + 1, k)
+        rates.append(both[:, -1].mean() / np.maximum(first, cfg.group_size).mean())
+    assert scheduler._signal_rate(state) == pytest.approx(max(rates), rel=0.03)
+
+
+def test_memory_and_min_signal_rate_move_budget_to_promising_prompts():
+    memory = PassRateMemory(empirical_prior=False, prior=(0.4, 2.0), max_evidence=128)
+    hopeless, rare, fresh = (Prompt(i, f"m{i}", metadata={"pass_rate": 0.03}) for i in range(3))
+    memory.seed(hopeless, 0.0, 96)   # 0 of 96 before: skipped at once
+    memory.seed(rare, 2 / 64, 64)    # 2 of 64 before: worth more than M * N samples
+    cfg = SamplerConfig(exit_rule="mixed", samples_per_round=1, max_rounds=32)
+    options = StreamingOptions(allocation="fixed", min_signal_rate=0.01, budget=128, fill_idle=False)
+    scheduler = StreamingScheduler([hopeless, rare, fresh], cfg, options, memory)
+    assert scheduler.states[0].skipped and not scheduler.states[1].skipped
+    # one-class pools: how long each keeps going before its next sample is priced out
+    assert scheduler._samples_before_give_up(scheduler.states[1]) == 128  # 2.4 / (66.4 + j) >= 0.01 up to j = 173
+    assert scheduler._samples_before_give_up(scheduler.states[2]) == 38  # no memory: 0.4 / (2.4 + j) >= 0.01
+    with pytest.raises(ConfigError, match="budget=3 is below group_size=4"):
+        StreamingScheduler([fresh], cfg, StreamingOptions(budget=3))
+    with pytest.raises(ConfigError, match="min_signal_rate"):
+        StreamingOptions(min_signal_rate=1.5)

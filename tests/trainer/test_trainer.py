@@ -134,7 +134,12 @@ def test_plot_command_overlays_runs(tmp_path, tiny_setup, capsys):
 def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_path, tiny_setup):
     tiny_setup["verifier"] = parity_verifier
     before = {k: v.clone() for k, v in tiny_setup["model"].state_dict().items()}
-    trainer = Trainer(small_config(tmp_path, sampler="streaming", memory=True, max_steps=2), **tiny_setup)
+    config = small_config(tmp_path, sampler="streaming", memory=True, max_steps=2, min_signal_rate=0.05,
+                          sample_budget=48, memory_max_evidence=64.0, memory_half_life=16.0)
+    trainer = Trainer(config, **tiny_setup)
+    options = trainer.sampler.options
+    assert (options.min_signal_rate, options.budget) == (0.05, 48)
+    assert (trainer.sampler.memory.max_evidence, trainer.sampler.memory.half_life) == (64.0, 16.0)
     trainer.train()
     assert any(not torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
     state = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
@@ -148,6 +153,12 @@ def test_streaming_options_are_checked_up_front():
         TrainConfig(sampler="streaming", strategy="grpo")
     with pytest.raises(ConfigError, match="memory"):
         TrainConfig(skip_below=0.1)
+    with pytest.raises(ConfigError, match="min_signal_rate"):
+        TrainConfig(min_signal_rate=1.5)
+    with pytest.raises(ConfigError, match="sample_budget=3 is below group_size=4"):
+        TrainConfig(sample_budget=3)
+    with pytest.raises(ConfigError, match="memory_max_evidence"):
+        TrainConfig(memory_max_evidence=0.0)
 
 
 def test_device_and_strategy_fields_are_checked():
