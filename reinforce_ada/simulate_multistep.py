@@ -16,6 +16,10 @@ Strategies (all through the library's own code):
 * ``stream-fixed`` -- the streaming scheduler with the paper's request size M (no barrier, cancellation on exit).
 * ``stream-beta`` -- plus Beta-posterior request sizes.
 * ``stream-beta-mem`` -- plus cross-step memory (skip/cap hopeless or saturated prompts, prior for request sizes).
+* ``stream-priced`` -- the configuration that spends least per signal-prompt: Beta request sizes, the ``mixed``
+  exit rule (a group has signal as soon as the pool holds one of each class), memory, and the price of signal
+  (``min_signal_rate``: give up a one-class pool, or skip a prompt, once a sample is unlikely to bring signal; the
+  per-prompt budget may then exceed ``M * N``).
 
 Reported per strategy: samples per prompt, signal fraction (prompts whose kept group has non-equal rewards, over all
 prompts presented), samples per signal-prompt, generated tokens per signal-prompt (counting the partial tokens of
@@ -117,9 +121,14 @@ class MultistepResult:
 
 def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_size: int = 4,
                        concurrency: int = 256, target: float = 0.3, skip_below: float = 0.1,
-                       cap_below: float = 0.0, half_life: float = 8.0, give_up_below: float = 0.0
-                       ) -> list[StrategySpec]:
+                       cap_below: float = 0.0, half_life: float = 8.0, give_up_below: float = 0.0,
+                       min_signal_rate: float = 0.012, budget: int = 64, priced_exit_rule: str = "mixed",
+                       priced_half_life: float = 16.0) -> list[StrategySpec]:
+    """The rows of ``reinforce-ada simulate-multistep`` (see the module docstring); the ``stream-priced`` defaults
+    are the ones measured in docs/beyond_the_paper.md."""
     cfg = SamplerConfig(samples_per_round=samples_per_round, max_rounds=max_rounds, group_size=group_size)
+    priced = SamplerConfig(samples_per_round=samples_per_round, max_rounds=max_rounds, group_size=group_size,
+                           exit_rule=priced_exit_rule)
     mem = dict(half_life=half_life)
     return [
         StrategySpec("ada-balanced", cfg),
@@ -128,6 +137,9 @@ def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_si
         StrategySpec("stream-beta-mem", cfg, StreamingOptions(target=target, max_in_flight=concurrency,
                                                              skip_below=skip_below, cap_below=cap_below,
                                                              give_up_below=give_up_below), mem),
+        StrategySpec("stream-priced", priced, StreamingOptions(target=target, max_in_flight=concurrency,
+                                                               min_signal_rate=min_signal_rate, budget=budget),
+                     dict(half_life=priced_half_life)),
     ]
 
 
@@ -253,6 +265,14 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--length-median", type=float, default=600.0, help="median completion tokens")
     p.add_argument("--max-tokens", type=int, default=3072, help="completion cap in tokens")
     p.add_argument("--give-up-below", type=float, default=0.0, help="streaming: give a prompt up below this chance")
+    p.add_argument("--min-signal-rate", type=float, default=0.012,
+                   help="stream-priced: the price of signal, in signal-prompts per sample (default: %(default)s)")
+    p.add_argument("--budget", type=int, default=64,
+                   help="stream-priced: most samples per prompt per step (default: %(default)s)")
+    p.add_argument("--priced-exit-rule", default="mixed", choices=["mixed", "balanced", "positive"],
+                   help="stream-priced: exit rule (default: %(default)s)")
+    p.add_argument("--priced-half-life", type=float, default=16.0,
+                   help="stream-priced: memory half-life in steps (default: %(default)s)")
     p.add_argument("--select-k", type=int, default=0,
                    help="first run select-prompts with this many samples per prompt (0: off; the paper used 16)")
     p.add_argument("--select-min", type=float, default=1 / 16, help="select-prompts: lowest pass rate kept")
@@ -275,7 +295,8 @@ def _run_cli(args: argparse.Namespace) -> int:
               f"rate in [{args.select_min:.4g}, {args.select_max:.4g}]); their rates seed the memory")
     latency = LatencyModel(concurrency=args.concurrency, length_median=args.length_median, max_tokens=args.max_tokens)
     specs = default_strategies(args.samples_per_round, args.max_rounds, args.group_size, args.concurrency,
-                               args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below)
+                               args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below,
+                               args.min_signal_rate, args.budget, args.priced_exit_rule, args.priced_half_life)
     if args.sampler == "adaptive":
         specs = [s for s in specs if s.options is None]
     elif args.sampler == "streaming":

@@ -83,10 +83,12 @@ def test_multistep_runs_every_strategy_on_the_same_prompts():
     model = LatencyModel(concurrency=32, length_median=40, max_tokens=200)
     results = [run_multistep(s, rates, num_epochs=2, batch_size=32, latency=model)
                for s in default_strategies(concurrency=32)]
-    assert [r.strategy for r in results] == ["ada-balanced", "stream-fixed", "stream-beta", "stream-beta-mem"]
+    assert [r.strategy for r in results] == ["ada-balanced", "stream-fixed", "stream-beta", "stream-beta-mem",
+                                             "stream-priced"]
     for r in results:
         assert r.num_prompts == 2 * 96
-        assert 0 < r.signal_fraction <= 1 and r.total_samples <= 32 * r.num_prompts
+        budget = 64 if r.strategy == "stream-priced" else 32
+        assert 0 < r.signal_fraction <= 1 and r.total_samples <= budget * r.num_prompts
         assert r.time >= r.batched_time * 0.999 > 0
     ada = results[0]
     assert ada.num_cancelled == 0 and ada.total_tokens > 0
@@ -124,7 +126,8 @@ def test_simulate_multistep_cli(tmp_path, capsys):
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "select-prompts: kept" in text and "stream-beta-mem" in text and "ada-balanced" not in text
-    assert [r["strategy"] for r in json.loads(out.read_text())] == ["stream-fixed", "stream-beta", "stream-beta-mem"]
+    assert [r["strategy"] for r in json.loads(out.read_text())] == ["stream-fixed", "stream-beta", "stream-beta-mem",
+                                                                    "stream-priced"]
     with pytest.raises(ValueError, match="positive"):
         args = parser.parse_args(["simulate-multistep", "--prompts", "0"])
         args.func(args)
