@@ -21,7 +21,13 @@ import statistics
 from pathlib import Path
 
 STRATEGIES = ("grpo", "ada-positive", "ada-balanced")
-OPTIONAL_STRATEGIES = ("ada-mixed",)  # beyond the paper: exit at one positive and one negative
+OPTIONAL_STRATEGIES = {  # beyond the paper (docs/beyond_the_paper.md): name -> TrainConfig fields
+    "ada-mixed": dict(strategy="ada-mixed"),  # exit at one positive and one negative, rounds of M=8
+    # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
+    "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                                samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,
+                                memory=True, memory_half_life=8.0),
+}
 
 
 def first_reach(history: list[tuple[int, float, int]], target: float) -> tuple[int, int] | None:
@@ -38,9 +44,10 @@ def run(strategy: str, seed: int, args: argparse.Namespace) -> list[tuple[int, f
     from reinforce_ada.trainer import Trainer
 
     out = Path(args.out) / f"{strategy}-lr{args.lr:g}-seed{seed}"
-    config = TrainConfig(strategy=strategy, seed=seed, max_steps=args.steps, eval_steps=args.eval_every,
-                         batch_size=args.batch_size, learning_rate=args.lr, output_dir=str(out),
-                         eval_prompts=args.eval_prompts, num_threads=args.threads)
+    fields = OPTIONAL_STRATEGIES.get(strategy, dict(strategy=strategy))
+    config = TrainConfig(seed=seed, max_steps=args.steps, eval_steps=args.eval_every, batch_size=args.batch_size,
+                         learning_rate=args.lr, output_dir=str(out), eval_prompts=args.eval_prompts,
+                         num_threads=args.threads, **fields)
     Trainer(config).train()
     tokens_at = {0: 0}
     history = []
@@ -93,7 +100,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/benchmark-learning")
     parser.add_argument("--docs", default="docs")
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES),
-                        choices=STRATEGIES + OPTIONAL_STRATEGIES)
+                        choices=STRATEGIES + tuple(OPTIONAL_STRATEGIES))
     parser.add_argument("--no-write", action="store_true", help="print the tables only (no PNG/JSON in --docs)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
