@@ -133,6 +133,45 @@ def test_completion_table_logs_trained_advantages(run):
         assert logged[-8:] == pytest.approx(batch.advantages.tolist(), abs=1e-6)
 
 
+def test_each_completion_is_scored_once(run):
+    # The module run's reward function was called by the sampler only: TRL took the kept rewards from it.
+    assert run.trainer.ada_reward_calls_reused == 2 and not run.trainer.ada_rescore_kept
+    logs = [h for h in run.trainer.state.log_history if "loss" in h]
+    for log, batch in zip(logs, run.trainer.batches):  # TRL's reward metric is still the kept completions' mean
+        kept = [r for g in batch.groups for r in g.rewards]
+        assert log["reward"] == pytest.approx(sum(kept) / len(kept), abs=1e-6)
+
+
+@pytest.mark.parametrize("logs_extra", [False, True])
+def test_rescoring_only_when_asked_or_when_a_reward_function_logs(tmp_path, logs_extra):
+    calls = []
+
+    def counting(prompts, completions, **kwargs):
+        calls.append(len(completions))
+        return scripted_reward(prompts, completions)
+
+    def logging_reward(prompts, completions, log_extra=None, **kwargs):
+        calls.append(len(completions))
+        log_extra("first_char", [c[:1] for c in completions])
+        return scripted_reward(prompts, completions)
+
+    dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=logging_reward if logs_extra else counting,
+                             args=base_args(tmp_path, max_steps=1, per_device_train_batch_size=4),
+                             train_dataset=dataset, processing_class=build_char_tokenizer())
+    assert trainer.ada_rescore_kept == logs_extra
+    trainer.train()
+    drawn = sum(p.num_drawn for p in trainer.ada_last_batch.pools.values())
+    kept_rows = 4
+    assert sum(calls) == drawn + (kept_rows if logs_extra else 0)
+    if logs_extra:
+        assert "first_char" in trainer._logs["extra"]
+    forced = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=counting,
+                            args=base_args(tmp_path, rescore_kept=True), train_dataset=dataset,
+                            processing_class=build_char_tokenizer())
+    assert forced.ada_rescore_kept
+
+
 # -- configuration errors, before any model work -----------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
     (dict(num_generations=8, samples_per_round=2, max_rounds=2), "group_size=8 exceeds"),

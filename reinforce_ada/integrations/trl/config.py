@@ -91,6 +91,13 @@ class AdaGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
     )
+    rescore_kept: bool | None = field(
+        default=None,
+        metadata={"help": "Call the reward functions again on the kept completions, as plain GRPO would (True), or "
+                          "give TRL the scores computed while sampling (False: each completion is scored once). "
+                          "None: False unless a reward function takes log_extra or log_metric by name -- those "
+                          "calls fill TRL's completions table and metrics, which only the re-scoring can line up."},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

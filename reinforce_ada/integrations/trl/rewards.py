@@ -7,8 +7,9 @@ the way TRL does (``prompts=``, ``completions=``, ``completion_ids=``, the datas
 ``sum_then_normalize`` aggregation); ``None`` when every function returned ``None``.
 
 Differences from TRL's own ``_calculate_rewards``: nothing is gathered across processes (each process scores its own
-pools, whose sizes differ), and ``log_extra`` / ``log_metric`` are no-ops here -- TRL calls the reward functions
-again on the kept groups, and that call fills its completions table and metrics as usual.
+pools, whose sizes differ), and ``log_extra`` / ``log_metric`` are no-ops here (their rows would not line up with
+TRL's completions table). Every completion's per-function values are kept (``values_for``) so that the trainer can
+hand TRL the scores of the kept completions instead of calling the reward functions on them a second time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ class TRLRewardVerifier:
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
+        self._values: dict[int, list[float]] = {}
+
+    def reset(self) -> None:
+        """Forget the kept per-function values (call at the start of each step)."""
+        self._values.clear()
+
+    def values_for(self, completion: Completion) -> list[float] | None:
+        """Per-function rewards (NaN where a function returned None) of a completion scored since :meth:`reset`."""
+        return self._values.get(id(completion))
 
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[float | None]:
         trainer = self.trainer
@@ -66,6 +76,8 @@ class TRLRewardVerifier:
                                  f"{len(completions)} completions")
             per_func.append(values)
 
+        for i, completion in enumerate(completions):
+            self._values[id(completion)] = [math.nan if vals[i] is None else float(vals[i]) for vals in per_func]
         rewards: list[float | None] = []
         for i in range(len(completions)):
             terms = [(w, vals[i]) for w, vals in zip(weights, per_func)

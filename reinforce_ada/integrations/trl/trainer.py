@@ -14,10 +14,12 @@ How it plugs in (no trainer code is copied; TRL keeps its loss, logging, acceler
    Each prompt is sampled in rounds of M until its exit rule holds (at most N rounds), its pool is downsampled to
    exactly n completions, and those n fill the prompt's n rows; the rollout returns their token ids (and vLLM's
    sampling log-probabilities).
-2. A wrapper around ``_generate_and_score_completions``: it calls TRL's method unchanged (TRL re-scores the kept
-   completions for its logs, computes old/ref log-probabilities, masks, ...) and then replaces the ``advantages`` it
+2. A wrapper around ``_generate_and_score_completions``: it calls TRL's method unchanged (TRL computes old/ref
+   log-probabilities, masks, reward metrics, ...) and then replaces the ``advantages`` it
    returns with the sampler's: ``A = r - mean(pool)`` (``/ (std(pool) + eps)`` with ``normalize_std``), where the pool
    is every completion drawn for the prompt this step. It also logs the sampling metrics (``ada/*``).
+3. ``_calculate_rewards`` returns the rewards already computed while sampling for the kept completions (each
+   completion is scored once), unless ``rescore_kept`` asks TRL to call the reward functions again.
 
 Evaluation is TRL's plain GRPO generation (one completion per row) and TRL's own advantages.
 
@@ -80,6 +82,23 @@ class AdaGRPOTrainer(GRPOTrainer):
         """Per training generation on this process: local rounds, rounds run in lock-step, filler rows."""
         self._ada_inputs: list[dict[str, Any]] | None = None
         self._ada_advantages: torch.Tensor | None = None
+        self._ada_kept_rewards: list[list[float]] | None = None
+        self.ada_rescore_kept = config.rescore_kept if config.rescore_kept is not None else self._rewards_log()
+        self.ada_reward_calls_reused = 0
+        """Training generations whose rewards TRL took from the sampler instead of calling the reward functions."""
+
+    def _rewards_log(self) -> bool:
+        """Does a reward function take ``log_extra`` / ``log_metric`` by name (so it wants TRL's own call)?"""
+        for func in self.reward_funcs:
+            if isinstance(func, torch.nn.Module):
+                continue
+            try:
+                names = inspect.signature(func).parameters
+            except (TypeError, ValueError):
+                continue
+            if "log_extra" in names or "log_metric" in names:
+                return True
+        return False
 
     def _check_reward_models(self) -> None:
         has_model = any(isinstance(f, torch.nn.Module) for f in self.reward_funcs)
@@ -125,6 +144,8 @@ class AdaGRPOTrainer(GRPOTrainer):
             prompt.metadata[PROMPT_IDS_KEY] = list(ids)
 
         self.ada_generator.reset(unique_prompt_ids[0])
+        self.ada_verifier.reset()
+        self._ada_kept_rewards = None
         # An error raises here without idling: the launcher then stops the other processes (joining their collectives
         # could mask the error or hang).
         batch = self.ada_sampler.sample(groups_prompts)
@@ -148,11 +169,25 @@ class AdaGRPOTrainer(GRPOTrainer):
         if any(lp is None for lp in logprobs):
             logprobs = None
 
+        if not self.ada_rescore_kept:
+            kept = [self.ada_verifier.values_for(c) for g in batch.groups for c in g.completions]
+            self._ada_kept_rewards = None if any(v is None for v in kept) else kept  # type: ignore[assignment]
         advantages = batch.advantages if batch.weights is None else batch.advantages * batch.weights
         self._ada_advantages = torch.tensor(advantages, dtype=torch.float32)
         self.ada_last_batch = batch
         self._log_sampling_metrics(batch)
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
+        """The kept completions' rewards from the sampler (gathered like TRL's), else TRL's own scoring."""
+        kept, self._ada_kept_rewards = self._ada_kept_rewards, None
+        if kept is None or not self.model.training or len(kept) != len(prompts):
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        from accelerate.utils import gather
+
+        self.ada_reward_calls_reused += 1
+        local = torch.tensor(kept, dtype=torch.float32, device=self.accelerator.device).view(len(prompts), -1)
+        return gather(local)
 
     # -- helpers ------------------------------------------------------------------------------------------------------
     def _group_prompts(self, prompts: list, inputs: list[dict[str, Any]]) -> list[Prompt]:
