@@ -172,6 +172,21 @@ def test_rescoring_only_when_asked_or_when_a_reward_function_logs(tmp_path, logs
     assert forced.ada_rescore_kept
 
 
+def test_checkpoints_carry_the_sampler_rng(tmp_path):
+    dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
+    args = base_args(tmp_path, max_steps=1, per_device_train_batch_size=4, save_strategy="steps", save_steps=1)
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=args,
+                             train_dataset=dataset, processing_class=build_char_tokenizer())
+    trainer.train()
+    checkpoint = tmp_path / "run" / "checkpoint-1"
+    saved = trainer.ada_sampler.state_dict()
+    assert (checkpoint / "ada_sampler_state_0.json").is_file()
+    trainer.ada_sampler.rng.random(5)  # move on; loading the checkpoint brings the saved state back
+    assert trainer.ada_sampler.state_dict() != saved
+    trainer._load_rng_state(str(checkpoint))
+    assert trainer.ada_sampler.state_dict() == saved
+
+
 # -- configuration errors, before any model work -----------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
     (dict(num_generations=8, samples_per_round=2, max_rounds=2), "group_size=8 exceeds"),

@@ -31,7 +31,9 @@ differ per process). A generation failure ends the run (TRL needs a complete bat
 from __future__ import annotations
 
 import inspect
+import json
 import logging
+import os
 import warnings
 from typing import Any
 
@@ -188,6 +190,27 @@ class AdaGRPOTrainer(GRPOTrainer):
         self.ada_reward_calls_reused += 1
         local = torch.tensor(kept, dtype=torch.float32, device=self.accelerator.device).view(len(prompts), -1)
         return gather(local)
+
+    # -- checkpoints: the sampler's selection RNG travels with TRL's RNG states ---------------------------------------
+    def _sampler_state_file(self, directory: str) -> str:
+        return os.path.join(directory, f"ada_sampler_state_{self.args.process_index}.json")
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        super()._save_rng_state(output_dir)
+        with open(self._sampler_state_file(output_dir), "w") as f:
+            json.dump(self.ada_sampler.state_dict(), f)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        super()._load_rng_state(checkpoint)
+        if checkpoint is None:
+            return
+        path = self._sampler_state_file(checkpoint)
+        if not os.path.isfile(path):
+            logger.warning("no Reinforce-Ada sampler state in %s; the sampler's selection RNG starts from "
+                           "sampler_seed", checkpoint)
+            return
+        with open(path) as f:
+            self.ada_sampler.load_state_dict(json.load(f))
 
     # -- helpers ------------------------------------------------------------------------------------------------------
     def _group_prompts(self, prompts: list, inputs: list[dict[str, Any]]) -> list[Prompt]:
