@@ -100,7 +100,11 @@ class FakeOpenAIServer:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length) if length else b""
+                if not raw or len(raw) < length:  # the client went away mid-request (e.g. cancelled): nothing arrived
+                    self.close_connection = True
+                    return
+                body = json.loads(raw)
                 request_id = self.headers.get("X-Request-Id", "")
                 with server.lock:
                     index = server.arrivals
