@@ -252,6 +252,24 @@ def test_selection_is_seeded_and_its_rng_carries_across_steps():
     assert [kept_offsets(again.generate_sequences(make_request(["p"], n=4))) for _ in range(4)] == steps  # seeded
 
 
+def test_with_verls_step_number_the_selection_depends_on_seed_and_step_only():
+    """A run resumed at step k (a fresh rollout object, as after a restart) selects what the uninterrupted run did."""
+    def kept(wrapper, step):
+        request = make_request(["p"], n=4)
+        request.meta_info["global_steps"] = step
+        return sorted(i % 8 for i in sample_ids(wrapper.generate_sequences(request)))
+
+    def make():
+        fake = FakeRolloutWorkerGroup(lambda u, c, j: float(j < 4), world_size=1)
+        return ReinforceAdaRollout(fake, SamplerConfig(samples_per_round=8, max_rounds=1, group_size=4, seed=3))
+
+    uninterrupted = make()
+    steps = {step: kept(uninterrupted, step) for step in range(1, 7)}
+    assert len({tuple(v) for v in steps.values()}) > 1  # the step changes the draw
+    resumed = make()
+    assert [kept(resumed, step) for step in (4, 5, 6)] == [steps[4], steps[5], steps[6]]
+
+
 # -- conversion round trip -----------------------------------------------------------------------------------------
 def test_prompts_from_dataproto_groups_by_uid_and_reads_answers():
     request = make_request(["a", "b"], n=3, interleave=False)

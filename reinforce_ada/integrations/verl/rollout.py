@@ -220,8 +220,14 @@ class ReinforceAdaRollout:
                                          require_scores=self.verifier is None and self.reward_fn is None)
         verifier = self.verifier if self.verifier is not None else RolloutRewardVerifier(generator, self.reward_fn)
         sampler = AdaptiveSampler(generator, verifier, self.config)
-        # One sampler per step (its generator is bound to this request); the selection RNG carries across steps.
-        if self._sampler_rng_state is not None:
+        # One sampler per step (its generator is bound to this request). verl's trainer sends its step number: the
+        # selection RNG is then a function of (seed, step), so a run resumed from a verl checkpoint selects exactly
+        # what the uninterrupted run would, with nothing to save. Without a step number the RNG carries over.
+        step = prompts.meta_info.get("global_steps")
+        if isinstance(step, (int, np.integer)) and not isinstance(step, bool) and step >= 0 \
+                and self.config.seed is not None and self.config.seed >= 0:
+            sampler.rng = np.random.default_rng([int(self.config.seed), int(step)])
+        elif self._sampler_rng_state is not None:
             sampler.load_state_dict(self._sampler_rng_state)
         sampled = sampler.sample(prompt_list)
         self._sampler_rng_state = sampler.state_dict()
