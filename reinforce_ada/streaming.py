@@ -81,10 +81,10 @@ class StreamingOptions:
     """Spend samples only where they are likely enough to bring signal (0: off). A prompt whose pool holds one class
     only is given up (its in-flight requests cancelled) once the posterior chance that its next sample is of the
     other class falls below this; a prompt is skipped up front when no budget gives at least this many signal-prompts
-    per sample (best ``P(both classes within k) / E[samples]`` over ``k``). This is the marginal price of signal:
-    ``1 / min_signal_rate`` samples per signal-prompt at most, whatever the prompt -- with memory, hopeless prompts
-    stop early and promising ones may use a larger ``budget``. Unlike ``give_up_below`` it does not depend on the
-    remaining budget."""
+    per sample (best ``P(both classes within k) / E[samples]`` over ``k``). It is one price for every prompt: no
+    sample is drawn whose expected signal is below it, i.e. at the margin a signal-prompt costs at most
+    ``1 / min_signal_rate`` samples. With memory, hopeless prompts stop early and promising ones may use a larger
+    ``budget``. Unlike ``give_up_below`` it does not depend on the remaining budget."""
     budget: int | None = None
     """Most samples one prompt may draw in a step (None: ``M * N``, the paper's)."""
     max_request: int | None = None
@@ -248,7 +248,7 @@ class StreamingScheduler:
         expected = best = 0.0
         for j in range(state.budget):
             # sample j+1 is drawn when j < n or both classes are not yet seen among the first j
-            expected += 1.0 if j < n else (all_pos + all_neg if j else 1.0)
+            expected += 1.0 if j < n else all_pos + all_neg
             all_pos *= (alpha + j) / (alpha + beta + j)
             all_neg *= (beta + j) / (alpha + beta + j)
             if j + 1 >= n:
