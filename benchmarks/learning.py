@@ -23,6 +23,11 @@ from pathlib import Path
 STRATEGIES = ("grpo", "ada-positive", "ada-balanced")
 OPTIONAL_STRATEGIES = {  # beyond the paper (docs/beyond_the_paper.md): name -> TrainConfig fields
     "ada-mixed": dict(strategy="ada-mixed"),  # exit at one positive and one negative, rounds of M=8
+    # one sample per request without a round barrier (the streaming sampler on the HF backend), paper's rule / mixed
+    "stream-balanced": dict(strategy="ada-balanced", sampler="streaming", streaming_allocation="fixed",
+                            samples_per_round=1, max_rounds=32),
+    "stream-mixed": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                         samples_per_round=1, max_rounds=32),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                                 samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,

@@ -197,6 +197,7 @@ class Trainer:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._seed_everything(cfg.seed)
         self.warm_start_info: dict[str, Any] = {}
+        self._task: Any = None  # the built-in task, when _load_data built one (the warm start reuses it)
 
         if train_prompts is None or verifier is None or eval_prompts is None:
             task_train, task_eval, task_verifier = self._load_data()
@@ -259,7 +260,7 @@ class Trainer:
             held_out = load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data else []
             verifier_name = cfg.verifier or "math"
         else:
-            task = get_task(cfg.task, **_task_options(cfg))
+            task = self._task = get_task(cfg.task, **_task_options(cfg))
             train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
             held_out = (load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data
                         else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
@@ -280,9 +281,11 @@ class Trainer:
                                          seed=cfg.sft_seed, max_new_tokens=cfg.max_new_tokens)
             # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
             # different from the prompts the RL run reports on.
-            from reinforce_ada.data import get_task
+            task = self._task
+            if task is None:
+                from reinforce_ada.data import get_task
 
-            task = get_task(cfg.task, **_task_options(cfg))
+                task = get_task(cfg.task, **_task_options(cfg))
             sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
             model, tokenizer, self.warm_start_info = load_or_warm_start_tiny(
                 settings, train_prompts, sft_held_out, self.verifier, cache_dir())
