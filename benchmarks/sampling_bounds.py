@@ -65,18 +65,20 @@ def first_exit(positives: np.ndarray, rule: str, group_size: int) -> np.ndarray:
     return np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, 10**9)
 
 
+def has_signal(positives: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Per visit: does the pool of its first ``cost`` samples hold both classes?"""
+    pos = positives[np.arange(len(positives)), cost - 1]
+    return (pos > 0) & (pos < cost)
+
+
 def bounds(p: np.ndarray, seed: int, samples_per_round: int = 8, max_rounds: int = 4, group_size: int = 4) -> dict:
     rng = np.random.default_rng(seed + 7)
     horizon = max(BUDGETS)
     positives = np.cumsum(rng.random((len(p), horizon)) < p[:, None], axis=1)
 
-    def signal(cost: np.ndarray) -> np.ndarray:
-        pos = positives[np.arange(len(p)), cost - 1]
-        return (pos > 0) & (pos < cost)
-
     balanced_exit = first_exit(positives, "balanced", group_size)
     ada_cost = np.minimum(-(-balanced_exit // samples_per_round) * samples_per_round, samples_per_round * max_rounds)
-    ada_signal = signal(ada_cost)
+    ada_signal = has_signal(positives, ada_cost)
     ada = ada_cost.sum() / ada_signal.sum()
     out = {"ada": {"samples_per_signal": float(ada), "signal": float(ada_signal.mean())},
            "per_visit": per_visit_budget_oracle(p, seed, (float(ada), float(ada_signal.mean())), group_size)}
@@ -86,7 +88,7 @@ def bounds(p: np.ndarray, seed: int, samples_per_round: int = 8, max_rounds: int
         exit_at = first_exit(positives, rule, group_size)
         for budget in BUDGETS:
             cost = np.minimum(exit_at, budget)
-            sig = signal(cost)
+            sig = has_signal(positives, cost)
             best = None
             for threshold in thresholds:
                 keep = hardness >= threshold
@@ -175,8 +177,7 @@ def per_visit_budget_oracle(p: np.ndarray, seed: int, reference: tuple[float, fl
             exit_at = first_exit(positives, rule, group_size)
             for j, budget in enumerate(budgets[1:], 1):
                 c = np.minimum(exit_at, budget)
-                pos = positives[np.arange(draws), c - 1]
-                sig[i, j], cost[i, j] = ((pos > 0) & (pos < c)).mean(), c.mean()
+                sig[i, j], cost[i, j] = has_signal(positives, c).mean(), c.mean()
         best = float("inf")
         for price in np.geomspace(1e-3, 1.0, 400):
             choice = np.argmax(sig - cost * price, axis=1)
