@@ -229,3 +229,24 @@ def test_advantage_path_through_verls_compute_advantage(step):
     assert sorted(a for a, u in zip(first, uids) if u == "easy") == pytest.approx([-0.5, -0.5, 0.5, 0.5])
     assert sorted(a for a, u in zip(first, uids) if u == "late") == pytest.approx([-1 / 3, -1 / 3, 2 / 3, 2 / 3])
     assert data.batch["advantages"][[i for i, u in enumerate(uids) if u == "hard"]].abs().sum() == 0
+
+
+def test_padding_rows_pass_verls_unpadding_and_response_slicing(step):
+    """The path of verl's actor/critic workers: left-right padding -> nested sequences -> per-token outputs -> the
+    response slice (``verl.workers.utils.padding``). verl needs a non-empty prompt (``no_padding_2_padding``
+    asserts it); a padding row is one prompt token and an empty response."""
+    from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+    out, _, _ = step
+    pad = torch.from_numpy(out.non_tensor_batch[PAD_KEY].astype(bool))
+    data = left_right_2_no_padding(out.to_tensordict())
+    offsets = data["input_ids"].offsets()
+    lengths = offsets.diff()
+    assert lengths[pad].tolist() == [1] * 4
+    total = int(offsets[-1])
+    assert total == (4 * 4 + 4 * 2) + (4 * 3 + 4 * 1) + 4
+    log_probs = no_padding_2_padding(torch.arange(total, dtype=torch.float32) + 1, data)  # a stand-in model output
+    assert log_probs.shape == (12, RESPONSE_WIDTH)
+    assert log_probs[pad].abs().sum() == 0  # nothing of a padding row reaches a response position
+    real = ~pad
+    assert torch.equal(log_probs[real] != 0, out.batch["response_mask"][real].bool())
