@@ -3,13 +3,14 @@
 verl (>= 0.9, legacy ``RayPPOTrainer``) builds its rollout manager from
 ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` and calls ``generate_sequences`` once per step on the
 prompt batch repeated ``rollout.n`` times. This subclass answers training calls with
-:class:`~reinforce_ada.integrations.verl.rollout.ReinforceAdaRollout`, whose rounds go to the unchanged parent
-``generate_sequences`` (vLLM / SGLang servers, agent loops and the streaming reward loop all as configured).
-Validation calls (``meta_info["validate"]``) pass straight through. A training round goes to the same agent-loop
-workers, but split unevenly (sizes differ by at most one; a worker gets nothing when the round has fewer rows than
-there are workers): the parent's ``generate_sequences`` needs a batch divisible by the number of workers, which
-would mean generating, scoring and throwing away padding rows. Rewards must be computed during generation (verl's
-reward loop, which it runs unless a reward model shares the actor's GPUs): the exit rule needs them between rounds.
+:class:`~reinforce_ada.integrations.verl.rollout.ReinforceAdaRollout`, whose rounds go to the parent's agent-loop
+workers (vLLM / SGLang servers, agent loops and the streaming reward loop all as configured). Validation calls
+(``meta_info["validate"]``) pass straight through to the parent. A training round is dispatched as the parent
+does it (:meth:`ReinforceAdaAgentLoopManager.generate_round`), but split unevenly (sizes differ by at most one; a
+worker gets nothing when the round has fewer rows than there are workers): the parent's ``generate_sequences``
+needs a batch divisible by the number of workers, which would mean generating, scoring and throwing away padding
+rows. Rewards must be computed during generation (verl's reward loop, which it runs unless a reward model shares
+the actor's GPUs): the exit rule needs them between rounds.
 """
 
 from __future__ import annotations
