@@ -118,7 +118,9 @@ def check_log(log: str) -> list[str]:
     for step in range(1, STEPS + 1):
         if not re.search(rf"step:{step}\b", log):
             problems.append(f"no metrics line for step {step}")
-    for metric in ("timing_s/reinforce_ada/total_samples", "timing_s/reinforce_ada/rounds_used"):
+    for metric in ("timing_s/reinforce_ada/total_samples", "timing_s/reinforce_ada/rounds_used",
+                   "timing_s/reinforce_ada/pool/score/mean", "timing_s/reinforce_ada/kept/score/mean",
+                   "timing_s/reinforce_ada/round_s/max", "timing_s/reinforce_ada/perf/gen_throughput"):
         if metric not in log:
             problems.append(f"{metric} was not logged")
     return problems
