@@ -26,6 +26,10 @@ from reinforce_ada.errors import ConfigError, DataError
 BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
 
+class NoDeviceError(ConfigError, RuntimeError):
+    """``device`` names a GPU that torch cannot see."""
+
+
 def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True) -> None:
     """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``: False for pieces the caller
     passes in already built."""

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
-from reinforce_ada.preflight import check_train_inputs
+from reinforce_ada.preflight import NoDeviceError, check_train_inputs
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def _resolve_device(device: str) -> Any:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} but torch sees no CUDA GPU")
+        raise NoDeviceError(f"device={device!r} but torch sees no CUDA GPU")
     return torch.device(device)
 
 
