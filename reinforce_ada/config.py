@@ -521,6 +521,8 @@ class TrainConfig:
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
+        if self.template is not None and "{prompt}" not in self.template:
+            raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {self.template!r})")
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # validates M, N, n, rules, thresholds

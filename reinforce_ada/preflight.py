@@ -44,6 +44,7 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
                 check_data_source(name, source)
         if config.data is None:
             check_task(config.task)
+            _build_task(config)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier)
 
@@ -127,6 +128,19 @@ def check_task(task: str | None) -> None:
             raise ConfigError(f"task {task!r}: reasoning-gym has no dataset {dataset!r}{close}")
         return
     raise ConfigError(f"task {task!r} is not one of {TASKS.names()} or 'reasoning-gym:<dataset>'")
+
+
+def _build_task(config: Any) -> None:
+    """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
+    from reinforce_ada.data.tasks import get_task
+    from reinforce_ada.trainer import _task_options
+
+    try:
+        get_task(config.task, **_task_options(config))
+    except (ValueError, TypeError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"task {config.task!r}: {err}") from None
 
 
 def check_verifier(name: str) -> None:

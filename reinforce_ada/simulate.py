@@ -63,7 +63,10 @@ def pass_rates_from(dist: str, num_prompts: int, seed: int = 0) -> np.ndarray:
     if not path.exists():
         raise UsageError(f"--dist {dist!r} is neither beta:A,B nor an existing file of pass rates")
     text = path.read_text().strip()
-    rates = np.array(json.loads(text) if text.startswith("[") else text.split(), dtype=np.float64)
+    try:
+        rates = np.array(json.loads(text) if text.startswith("[") else text.split(), dtype=np.float64)
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{path}: pass rates must be numbers in [0, 1] ({err})") from None
     if rates.size == 0 or np.any((rates < 0) | (rates > 1)) or not np.all(np.isfinite(rates)):
         raise DataError(f"{path}: pass rates must be numbers in [0, 1]")
     return rates

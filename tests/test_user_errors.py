@@ -319,3 +319,25 @@ def test_unexpected_exceptions_keep_their_traceback(monkeypatch):
     monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", broken)
     with pytest.raises(TypeError, match="a bug"):
         cli.main(["train", "--max-steps", "1"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--task-digits", "12"], "error: task 'arithmetic': digits must be an integer in [1, 9] (got 12)"),
+    (["train", "--template", "no placeholder"],
+     "error: template must contain '{prompt}' where the prompt goes (got 'no placeholder')"),
+])
+def test_bad_task_options_are_named_before_anything_is_made(tmp_path, capsys, argv, message):
+    out = tmp_path / "run"
+    code, err = run(capsys, *argv, "--output-dir", str(out))
+    assert code == 2 and one_error_line(err) == message
+    assert not out.exists()
+
+
+def test_a_cut_metrics_line_and_a_bad_pass_rate_file_are_named(tmp_path, capsys):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2, "tra')
+    code, err = run(capsys, "plot", str(tmp_path), "--out", str(tmp_path))
+    assert code == 2 and one_error_line(err).startswith(f"error: {tmp_path / 'metrics.jsonl'}:2: not valid JSON")
+    rates = tmp_path / "rates.txt"
+    rates.write_text("0.5\nhalf\n")
+    code, err = run(capsys, "simulate", "--dist", str(rates), "--plot", "", "--prompts", "10")
+    assert code == 2 and one_error_line(err).startswith(f"error: {rates}: pass rates must be numbers in [0, 1]")
