@@ -135,6 +135,10 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise UsageError("-k/--num-samples must be positive")
     if not 0.0 <= args.low <= args.high <= 1.0:
         raise UsageError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
+    if args.model:
+        from reinforce_ada.preflight import check_model
+
+        check_model(args.model)  # "model path X does not exist", before reading anything
     rows = read_prompts_jsonl(args.data)
     verifier = get_verifier(args.verifier)
     if args.base_url:

@@ -341,3 +341,11 @@ def test_a_cut_metrics_line_and_a_bad_pass_rate_file_are_named(tmp_path, capsys)
     rates.write_text("0.5\nhalf\n")
     code, err = run(capsys, "simulate", "--dist", str(rates), "--plot", "", "--prompts", "10")
     assert code == 2 and one_error_line(err).startswith(f"error: {rates}: pass rates must be numbers in [0, 1]")
+
+
+def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "select-prompts", "--data", str(data), "--model", str(tmp_path / "nope"),
+                    "--out", str(tmp_path / "out.jsonl"))
+    assert code == 2 and one_error_line(err) == f"error: model path {tmp_path / 'nope'} does not exist"
+    assert not (tmp_path / "out.jsonl").exists()
