@@ -1,5 +1,7 @@
-"""Typed configuration. Every field is documented; cross-field checks run in ``__post_init__`` so bad values fail
-before any model is loaded or any completion generated, with a message naming the field."""
+"""Typed configuration. Every field is documented. ``__post_init__`` first checks every value against its field's
+annotation (:func:`check_field_types`: ``config field `max_steps`: expected int, got list [1, 2]``), then ranges and
+cross-field rules, so bad values fail before any model is loaded or any completion generated, with a message naming
+the field. :func:`load_config` reads a YAML file (errors name the file and line) and command-line overrides."""
 
 from __future__ import annotations
 
