@@ -334,8 +334,9 @@ class TrainConfig:
     """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
-    answer_key: str = "answer"
-    """Column holding the reference answer."""
+    answer_key: str | None = "answer"
+    """Column holding the reference answer; every row must have one (rows without are refused, naming them).
+    ``null`` in a YAML file: no answer column, for a ``module:function`` verifier that needs none."""
     template: str | None = None
     """Format string applied to every prompt, with ``{prompt}``."""
     system_prompt: str | None = None

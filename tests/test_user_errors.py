@@ -349,3 +349,8 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
                     "--out", str(tmp_path / "out.jsonl"))
     assert code == 2 and one_error_line(err) == f"error: model path {tmp_path / 'nope'} does not exist"
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_answer_key_null_means_no_answer_column(tmp_path):
+    path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
+    assert load_config(TrainConfig, str(path)).answer_key is None
