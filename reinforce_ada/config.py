@@ -1,10 +1,17 @@
-"""Typed configuration. Every field is documented; cross-field checks run in ``__post_init__`` so bad values fail
-before any model is loaded or any completion generated, with a message naming the field."""
+"""Typed configuration. Every field is documented. ``__post_init__`` first checks every value against its field's
+annotation (:func:`check_field_types`: ``config field `max_steps`: expected int, got list [1, 2]``), then ranges and
+cross-field rules, so bad values fail before any model is loaded or any completion generated, with a message naming
+the field. :func:`load_config` reads a YAML file (errors name the file and line) and command-line overrides."""
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import math
+import numbers
 import re
+import types
+import typing
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -12,10 +19,93 @@ from reinforce_ada.core.advantages import ADVANTAGES
 from reinforce_ada.core.allocation import ALLOCATION_RULES
 from reinforce_ada.core.exits import EXIT_RULES
 from reinforce_ada.core.selection import SELECTION_RULES
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["ConfigError", "DynamicSamplingConfig", "SamplerConfig", "TrainConfig", "check_field_types", "load_config"]
 
 
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field."""
+# -- the one type check every config runs first ---------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    """Each field's annotation, resolved; one this module cannot resolve is left unchecked (``Any``)."""
+    try:
+        return typing.get_type_hints(cls)
+    except NameError:
+        namespace = vars(__import__(cls.__module__, fromlist=["_"]))
+        hints: dict[str, Any] = {}
+        for f in fields(cls):
+            try:
+                hints[f.name] = eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
+            except Exception:  # noqa: BLE001 -- an annotation naming something not imported here
+                hints[f.name] = Any
+        return hints
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    """Whether ``value`` is of the annotated type (bool is not an int; an int is a float; NaN and inf are not)."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(member, value) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and math.isfinite(value))  # type: ignore[arg-type]
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return callable(value)
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_accepts(args[0], v) for v in value)
+        return len(value) == len(args) and all(_accepts(a, v) for a, v in zip(args, value))
+    return True  # an annotation this check does not know: left to __post_init__
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(member) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if annotation is float:
+        return "a finite float"
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return "a callable"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_field_types(cls: type, values: dict[str, Any], source: str | None = None) -> None:
+    """Raise :class:`ConfigError` for the first value in ``values`` that is not of its field's annotated type.
+
+    The message names the field, the type expected and the value got, e.g. ``config field `max_steps`: expected
+    int, got list [1, 2]``; ``source`` (a file name) is put in front when given. Fields unknown to ``cls`` are left
+    to the caller.
+    """
+    hints = _field_types(cls)
+    for name, value in values.items():
+        if name in hints and not _accepts(hints[name], value):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}config field `{name}`: expected {_type_name(hints[name])}, "
+                              f"got {type(value).__name__} {_shown(value)}")
+
+
+def _check_types(config: Any) -> None:
+    check_field_types(type(config), {f.name: getattr(config, f.name) for f in fields(config)})
 
 
 def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
@@ -71,6 +161,7 @@ class SamplerConfig:
     """Seed for the random choices of selection."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("samples_per_round", "max_rounds", "group_size", "min_positive"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -141,6 +232,7 @@ class DynamicSamplingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("batch_size", "group_size", "max_generation_batches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -242,8 +334,9 @@ class TrainConfig:
     """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
-    answer_key: str = "answer"
-    """Column holding the reference answer."""
+    answer_key: str | None = "answer"
+    """Column holding the reference answer; every row must have one (rows without are refused, naming them).
+    ``null`` in a YAML file: no answer column, for a ``module:function`` verifier that needs none."""
     template: str | None = None
     """Format string applied to every prompt, with ``{prompt}``."""
     system_prompt: str | None = None
@@ -385,6 +478,7 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         self._resolve_model_defaults()
         positive_ints = ("batch_size", "samples_per_round", "max_rounds", "group_size", "max_new_tokens",
                          "generation_batch_size", "ppo_epochs", "micro_batch_size", "max_steps", "lora_r",
@@ -441,6 +535,8 @@ class TrainConfig:
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
+        if self.template is not None and "{prompt}" not in self.template:
+            raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {self.template!r})")
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # validates M, N, n, rules, thresholds
@@ -491,13 +587,23 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+TRUE_SPELLINGS = ("true", "yes", "on", "1")
+FALSE_SPELLINGS = ("false", "no", "off", "0")
+"""What a boolean option accepts on the command line (any case). In a YAML file a boolean field takes a YAML
+boolean (``true``/``false``; YAML 1.1 also reads ``yes``/``no``/``on``/``off``); a quoted string such as ``"maybe"``
+or ``"true"`` is an error, not a truthy value."""
+
+
 def _parse_bool(text: str) -> bool:
+    import argparse
+
     lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
+    if lowered in TRUE_SPELLINGS:
         return True
-    if lowered in ("0", "false", "no", "off"):
+    if lowered in FALSE_SPELLINGS:
         return False
-    raise ValueError(f"expected a boolean, got {text!r}")
+    raise argparse.ArgumentTypeError(f"expected a boolean ({'/'.join(TRUE_SPELLINGS)} or "
+                                     f"{'/'.join(FALSE_SPELLINGS)}), got {text!r}")
 
 
 def add_config_arguments(parser: Any, cls: type) -> None:
@@ -505,33 +611,94 @@ def add_config_arguments(parser: Any, cls: type) -> None:
     import argparse
 
     docs = field_docs(cls)
+    hints = _field_types(cls)
     for f in fields(cls):
-        annotation = str(f.type)
+        members = typing.get_args(hints[f.name]) or (hints[f.name],)
         flag = "--" + f.name.replace("_", "-")
         default = "model-dependent" if f.default is None and f.name in MODEL_DEFAULTS["tiny"] else repr(f.default)
         help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if annotation == "bool":
+        if bool in members:
             parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=argparse.SUPPRESS,
                                 help=help_text, metavar="BOOL")
         else:
-            kind = int if annotation.startswith("int") else float if annotation.startswith("float") else str
+            kind = int if int in members else float if float in members else str
             parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=help_text)
 
 
-def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
-    """Build ``cls`` from an optional YAML file, then command-line overrides; unknown keys are an error."""
-    values: dict[str, Any] = {}
-    if path:
-        import yaml
+def _yaml_loader() -> type:
+    """PyYAML's safe loader, plus YAML 1.2 floats (``1e-6`` is a number, not the string PyYAML's YAML 1.1 reads)
+    and an error for a key given twice (PyYAML would keep the last one silently)."""
+    import yaml
 
-        with open(path) as fh:
-            loaded = yaml.safe_load(fh) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of config fields at the top level")
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first on line {first + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+    return Loader
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The mapping in a YAML config file; every problem is a :class:`ConfigError` naming the file (and line)."""
+    import yaml
+
+    from reinforce_ada.data.loading import read_utf8_text
+
+    text = read_utf8_text(path, error=ConfigError, what="config file")
+    try:
+        loaded = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 -- a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config fields at the top level "
+                          f"(got {type(loaded).__name__})")
+    return loaded
+
+
+def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """Build ``cls`` from an optional YAML file, then command-line overrides.
+
+    Checked before the config is built, each with a message naming the file and field: the file exists, is UTF-8
+    and valid YAML (line and column given), holds a mapping without repeated keys, names only known fields (with
+    the closest known name suggested) and gives each a value of the field's type. ``cls.__post_init__`` then checks
+    ranges and combinations.
+    """
+    import difflib
+
+    values: dict[str, Any] = {}
+    known = [f.name for f in fields(cls)]
+    if path:
+        loaded = read_config_file(path)
+        unknown = [key for key in loaded if key not in known]
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hints.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+            raise ConfigError(f"{path}: unknown config field(s) {', '.join(hints)} for {cls.__name__}")
+        check_field_types(cls, loaded, source=path)
         values.update(loaded)
     values.update(overrides or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
+    unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown config field(s) {unknown} for {cls.__name__}")
     return cls(**values)

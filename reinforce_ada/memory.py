@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from reinforce_ada.errors import DataError
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -236,14 +237,16 @@ class PassRateMemory:
     def seed_from_file(self, path: str | Path) -> int:
         """Load a ``select-prompts`` JSONL file (``key``, ``pass_rate``, ``num_samples`` per line); returns lines read."""
         num = 0
-        for line_number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        from reinforce_ada.data.loading import read_utf8_text
+
+        for line_number, line in enumerate(read_utf8_text(path, what="pass-rate file").splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
                 self.seed(row["key"], float(row["pass_rate"]), float(row["num_samples"]))
             except (KeyError, ValueError, TypeError) as err:
-                raise ValueError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
+                raise DataError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
             num += 1
         return num
 

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.preflight import NoDeviceError, check_train_inputs
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def _resolve_device(device: str) -> Any:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} but torch sees no CUDA GPU")
+        raise NoDeviceError(f"device={device!r} but torch sees no CUDA GPU")
     return torch.device(device)
 
 
@@ -189,6 +190,8 @@ class Trainer:
         self.config = cfg = config
         _check_report_to(cfg.report_to)
         self.device = _resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
+        builds_data = train_prompts is None or verifier is None or eval_prompts is None
+        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data)  # before any folder
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
