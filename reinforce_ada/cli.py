@@ -130,11 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from reinforce_ada.guards import RunStopped
+
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:  # a run that cannot learn: stopped early, with the cause
+        print(f"error: {err}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

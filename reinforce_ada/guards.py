@@ -1,0 +1,150 @@
+"""The trainer's guards: a run that cannot learn stops early with a message that names the cause.
+
+- **Rewards.** :class:`WatchedVerifier` wraps the trainer's verifier and remembers the first exception of each step;
+  :func:`check_verifier_failures` stops the run when at least ``max_verifier_failure_rate`` of a step's (or an
+  evaluation's) completions could not be scored -- the verifier raised, timed out or returned ``None``. By default that
+  is a step where *every* completion failed: its rewards are all placeholders, so its update would teach nothing and
+  its accuracy would be a made-up 0%. :func:`check_reward_signature` catches the commonest cause before any model
+  loads: a ``module:function`` reward function that expects the answer under another keyword than it gets.
+- **The update.** :func:`check_finite` is called on the advantages, every micro-batch loss and the gradient norm, so
+  non-finite numbers (e.g. a reward of 1e300 overflows float32 advantages) never reach ``optimizer.step`` or a
+  checkpoint.
+- **Prompt lengths.** :func:`check_prompt_lengths` encodes every prompt once before training and names the first row
+  whose prompt plus ``max_new_tokens`` does not fit the model's context.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Callable, Sequence
+
+from reinforce_ada.config import ConfigError
+from reinforce_ada.verifiers.registry import verifier_stats
+
+logger = logging.getLogger(__name__)
+
+
+class RunStopped(RuntimeError):
+    """The run cannot learn (or would write untrue numbers) and stopped; the message names the step and the cause."""
+
+
+_SIGNATURE_HINT = ("if the reward function expects the answer under another keyword, pass --verifier-answer-kwarg "
+                   "NAME (TrainConfig.verifier_answer_kwarg)")
+
+
+class WatchedVerifier:
+    """The trainer's verifier, passed through unchanged, remembering the first exception since :meth:`start_window`."""
+
+    def __init__(self, verifier: Any, name: str):
+        self.verifier = verifier
+        self.name = name
+        self.first_error: str | None = None
+        self._window_stats: dict[str, int] = {}
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
+        try:
+            return self.verifier(prompts, completions)
+        except Exception as err:
+            if self.first_error is None:
+                from reinforce_ada.verifiers.timed import VerifierCallError
+
+                self.first_error = str(err) if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
+            raise
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return verifier_stats(self.verifier)
+
+    def start_window(self) -> None:
+        """A new step or evaluation: forget the last one's first error (and let a timed verifier try again)."""
+        self.first_error = None
+        self._window_stats = self.stats
+        if callable(getattr(self.verifier, "reset", None)):
+            self.verifier.reset()
+
+    def window_count(self, key: str) -> int:
+        """How much the verifier's counter ``key`` grew since :meth:`start_window`."""
+        return self.stats.get(key, 0) - self._window_stats.get(key, 0)
+
+    def close(self) -> None:
+        if callable(getattr(self.verifier, "close", None)):
+            self.verifier.close()
+
+
+def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: float,
+                            verifier: WatchedVerifier) -> None:
+    """Stop the run when ``num_failed / num_total >= limit``, naming the verifier and the first cause."""
+    if num_total <= 0 or num_failed < limit * num_total:
+        return
+    timeouts = verifier.window_count("timeouts")
+    if verifier.first_error is not None:
+        cause = f"first error: {verifier.first_error}"
+        if "required positional argument" in verifier.first_error or "unexpected keyword" in verifier.first_error:
+            cause += f" ({_SIGNATURE_HINT})"
+    elif timeouts:
+        timeout = getattr(verifier.verifier, "timeout", None)
+        cause = f"{timeouts} call(s) ran past the verifier timeout" + (f" of {timeout:g} s" if timeout else "")
+    else:
+        cause = "it returned None for them"
+    raise RunStopped(
+        f"{where}: the verifier {verifier.name!r} could not score {num_failed} of {num_total} completions "
+        f"({100 * num_failed / num_total:.0f}% >= max_verifier_failure_rate={limit:g}); {cause}. Rewards that are "
+        f"all failures teach nothing, so the run stops here: nothing from this step was trained or saved.")
+
+
+def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> None:
+    """Fail before any model loads when a ``module:function`` reward function cannot take the arguments it will get."""
+    from reinforce_ada.verifiers.function import RewardFunctionVerifier
+
+    if not isinstance(verifier, RewardFunctionVerifier):
+        return
+    try:
+        signature = inspect.signature(verifier.fn)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to check
+        return
+    columns = dict.fromkeys(k for p in prompts for k in p.metadata)
+    columns.update(dict.fromkeys([verifier.answer_key, "completion_ids", *verifier.options]))
+    try:
+        signature.bind([], [], **columns)
+    except TypeError as err:
+        raise ConfigError(f"reward function {name!r} cannot be called as fn(prompts, completions, "
+                          f"{', '.join(f'{k}=...' for k in columns)}): {err}; {_SIGNATURE_HINT}") from None
+
+
+def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
+    """Stop the run when the tensor ``value`` holds NaN or infinity (before ``optimizer.step``)."""
+    import torch
+
+    value = torch.as_tensor(value)
+    finite = torch.isfinite(value)
+    if bool(finite.all()):
+        return
+    raise RunStopped(f"step {step}: non-finite values in {what} ({int((~finite).sum())} of {finite.numel()})"
+                     f"{'; ' + hint if hint else ''}. Stopping before optimizer.step: the weights are unchanged and "
+                     f"no checkpoint was written from this step.")
+
+
+def check_prompt_lengths(prompts: Sequence[Any], encode: Callable[[Any], list[int]], context: int | None,
+                         max_new_tokens: int, what: str) -> None:
+    """Fail when a prompt's tokens plus ``max_new_tokens`` exceed ``context``, naming the first such row."""
+    if not context:
+        return
+    too_long = []
+    for index, prompt in enumerate(prompts):
+        length = len(encode(prompt))
+        if length + max_new_tokens > context:
+            too_long.append((index, prompt.prompt_id, length))
+    if too_long:
+        index, prompt_id, length = too_long[0]
+        more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
+        raise ConfigError(
+            f"{what} prompt at row {index} (prompt_id {prompt_id!r}) is {length} tokens; with max_new_tokens="
+            f"{max_new_tokens} it needs {length + max_new_tokens} positions, more than the model's context of "
+            f"{context} (max_position_embeddings){more}. Shorten or drop it, or lower max_new_tokens.")
+
+
+def model_context(model: Any) -> int | None:
+    """The model's context length (``config.max_position_embeddings``), or None when it does not say."""
+    value = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
