@@ -112,6 +112,46 @@ def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> 
                           f"{', '.join(f'{k}=...' for k in columns)}): {err}; {_SIGNATURE_HINT}") from None
 
 
+def verifier_options(name: str, config: Any) -> dict[str, Any]:
+    """Options for ``get_verifier(name)`` from the config: a ``module:function`` reward function gets the answer
+    column under its name (``verifier_answer_kwarg``, else ``answer_key``, as TRL passes columns); ``math`` takes
+    ``verifier_timeout`` per completion in its own workers."""
+    if ":" in name:
+        return {"answer_key": config.verifier_answer_kwarg or config.answer_key}
+    if name == "math" and config.verifier_timeout:
+        return {"timeout": config.verifier_timeout}
+    return {}
+
+
+def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> WatchedVerifier:
+    """The trainer's verifier: its signature checked against the columns it will get, run under
+    ``verifier_timeout`` (in a worker, unless it is ``math``, which times out per completion itself), and watched."""
+    from reinforce_ada.verifiers.math import MathVerifier
+
+    name = config.verifier or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
+    check_reward_signature(verifier, prompts, name)
+    if config.verifier_timeout and not isinstance(verifier, MathVerifier):
+        from reinforce_ada.verifiers.timed import TimedVerifier
+
+        verifier = TimedVerifier(verifier, config.verifier_timeout, name=name)
+    return WatchedVerifier(verifier, name)
+
+
+def scored_accuracy(generator: Any, verifier: WatchedVerifier, prompts: Sequence[Any], config: Any,
+                    where: str) -> float:
+    """Held-out sampled accuracy (the share of ``eval_samples`` samples per prompt that are positive); stops the run
+    rather than report a made-up accuracy when the verifier could not score enough of them."""
+    from reinforce_ada.sampler import GenerationRequest, score
+
+    verifier.start_window()
+    outputs = generator.generate([GenerationRequest(p, config.eval_samples) for p in prompts])
+    flat_prompts = [p for p, completions in zip(prompts, outputs) for _ in completions]
+    rewards = score(verifier, flat_prompts, [c for completions in outputs for c in completions])
+    check_verifier_failures(where, sum(r is None for r in rewards), len(rewards), config.max_verifier_failure_rate,
+                            verifier)
+    return sum(1 for r in rewards if r is not None and r > config.positive_threshold) / max(len(rewards), 1)
+
+
 def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
     """Stop the run when the tensor ``value`` holds NaN or infinity (before ``optimizer.step``)."""
     import torch
@@ -125,23 +165,25 @@ def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
                      f"no checkpoint was written from this step.")
 
 
-def check_prompt_lengths(prompts: Sequence[Any], encode: Callable[[Any], list[int]], context: int | None,
-                         max_new_tokens: int, what: str) -> None:
-    """Fail when a prompt's tokens plus ``max_new_tokens`` exceed ``context``, naming the first such row."""
+def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], encode_train: Callable[[Any], list[int]],
+                         held_out: Sequence[Any], encode_held_out: Callable[[Any], list[int]]) -> None:
+    """Every prompt plus ``max_new_tokens`` must fit the model's context; fails naming the first row that does not."""
+    context = model_context(model)
     if not context:
         return
-    too_long = []
-    for index, prompt in enumerate(prompts):
-        length = len(encode(prompt))
-        if length + max_new_tokens > context:
-            too_long.append((index, prompt.prompt_id, length))
-    if too_long:
-        index, prompt_id, length = too_long[0]
-        more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
-        raise ConfigError(
-            f"{what} prompt at row {index} (prompt_id {prompt_id!r}) is {length} tokens; with max_new_tokens="
-            f"{max_new_tokens} it needs {length + max_new_tokens} positions, more than the model's context of "
-            f"{context} (max_position_embeddings){more}. Shorten or drop it, or lower max_new_tokens.")
+    for what, prompts, encode in (("training", train, encode_train), ("held-out", held_out, encode_held_out)):
+        too_long = []
+        for index, prompt in enumerate(prompts):
+            length = len(encode(prompt))
+            if length + config.max_new_tokens > context:
+                too_long.append((index, prompt.prompt_id, length))
+        if too_long:
+            index, prompt_id, length = too_long[0]
+            more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
+            raise ConfigError(
+                f"{what} prompt at row {index} (prompt_id {prompt_id!r}) is {length} tokens; with max_new_tokens="
+                f"{config.max_new_tokens} it needs {length + config.max_new_tokens} positions, more than the model's "
+                f"context of {context} (max_position_embeddings){more}. Shorten or drop it, or lower max_new_tokens.")
 
 
 def model_context(model: Any) -> int | None:

@@ -26,8 +26,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
-from reinforce_ada.guards import (WatchedVerifier, check_finite, check_prompt_lengths, check_reward_signature,
-                                  check_verifier_failures, model_context)
+from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.guards import (check_finite, check_prompt_lengths, check_verifier_failures, scored_accuracy,
+                                  verifier_options, watch_verifier)
 from reinforce_ada.run_folder import (check_run_folder, checkpoints, load_checkpoint_file, prepare_run_folder,
                                       read_trainer_state, truncate_metrics, write_atomic)
 from reinforce_ada.verifiers.registry import verifier_stats
@@ -213,7 +214,7 @@ class Trainer:
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
-        self.verifier = self._watched_verifier(verifier)
+        self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
 
         if model is None:
             model, tokenizer = self._load_model(train_prompts)
@@ -225,7 +226,8 @@ class Trainer:
             self._load_weights(model, self.resume_from)
         self.model, self.tokenizer = model, tokenizer
         self._prompt_ids: dict[Any, list[int]] = {}
-        self._check_prompt_lengths()
+        check_prompt_lengths(cfg, model, self.stream.prompts, self._prompt_token_ids, self.eval_prompts,
+                             lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))
         if next(model.parameters()).device != self.device:
             model.to(self.device)
         self.ref_model = self._reference_model() if cfg.kl_coef > 0 else None
@@ -272,34 +274,7 @@ class Trainer:
                         else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
                         else [])
             verifier_name = cfg.verifier or task.verifier_name
-        options: dict[str, Any] = {}
-        if ":" in verifier_name:  # a TRL-style reward function gets the answer column under its name
-            options["answer_key"] = cfg.verifier_answer_kwarg or cfg.answer_key
-        elif verifier_name == "math" and cfg.verifier_timeout:
-            options["timeout"] = cfg.verifier_timeout
-        return train, held_out, get_verifier(verifier_name, **options)
-
-    def _watched_verifier(self, verifier: Any) -> WatchedVerifier:
-        """Check a reward function's signature, add the verifier timeout, and watch its failures (guards.py)."""
-        cfg = self.config
-        name = cfg.verifier or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
-        check_reward_signature(verifier, self.stream.prompts, name)
-        from reinforce_ada.verifiers.math import MathVerifier
-
-        if cfg.verifier_timeout and not isinstance(verifier, MathVerifier):  # math times out per completion itself
-            from reinforce_ada.verifiers.timed import TimedVerifier
-
-            verifier = TimedVerifier(verifier, cfg.verifier_timeout, name=name)
-        return WatchedVerifier(verifier, name)
-
-    def _check_prompt_lengths(self) -> None:
-        """Every prompt plus ``max_new_tokens`` must fit the model's context; checked once, naming the row."""
-        from reinforce_ada.generation.prompting import encode_prompt
-
-        cfg, context = self.config, model_context(self.model)
-        check_prompt_lengths(self.stream.prompts, self._prompt_token_ids, context, cfg.max_new_tokens, "training")
-        check_prompt_lengths(self.eval_prompts, lambda p: encode_prompt(self.tokenizer, p, cfg.use_chat_template),
-                             context, cfg.max_new_tokens, "held-out")
+        return train, held_out, get_verifier(verifier_name, **verifier_options(verifier_name, cfg))
 
     def _load_model(self, train_prompts: Sequence[Prompt]) -> tuple[Any, Any]:
         cfg = self.config
@@ -478,8 +453,6 @@ class Trainer:
         return metrics
 
     def _prompt_token_ids(self, prompt: Prompt) -> list[int]:
-        from reinforce_ada.generation.prompting import encode_prompt
-
         ids = self._prompt_ids.get(prompt.prompt_id)
         if ids is None:
             ids = encode_prompt(self.tokenizer, prompt, self.config.use_chat_template)
@@ -610,16 +583,8 @@ class Trainer:
         """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive.
 
         Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them."""
-        from reinforce_ada.sampler import GenerationRequest, score
-
-        cfg = self.config
-        self.verifier.start_window()
-        outputs = self.generator.generate([GenerationRequest(p, cfg.eval_samples) for p in self.eval_prompts])
-        flat_prompts = [p for p, comps in zip(self.eval_prompts, outputs) for _ in comps]
-        rewards = score(self.verifier, flat_prompts, [c for comps in outputs for c in comps])
-        check_verifier_failures(f"held-out evaluation at step {self.step}", sum(r is None for r in rewards),
-                                len(rewards), cfg.max_verifier_failure_rate, self.verifier)
-        return sum(1 for r in rewards if r is not None and r > cfg.positive_threshold) / max(len(rewards), 1)
+        return scored_accuracy(self.generator, self.verifier, self.eval_prompts, self.config,
+                               where=f"held-out evaluation at step {self.step}")
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
