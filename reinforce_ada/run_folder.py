@@ -31,11 +31,15 @@ RUN_FILES = ("config.json", "config_history.jsonl", "metrics.jsonl", "summary.js
 """Files and folders a training run writes into its folder (besides ``checkpoint-*``)."""
 
 RESUMABLE_CHANGES = frozenset({
-    "max_steps", "output_dir", "resume", "overwrite", "force_resume_changes", "report_to", "save_steps",
+    "max_steps", "report_to", "save_steps",
     "eval_steps", "device", "num_threads", "verifier_timeout", "max_verifier_failure_rate", "micro_batch_size",
     "generation_batch_size"})
 """Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports
 or how work is chunked, not what it learns. Changes are still recorded in ``config_history.jsonl``."""
+
+
+_RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "output_dir"})
+"""How a run was started, not a setting of the run: never compared or recorded as a change."""
 
 
 class RunFolderError(ValueError):
@@ -212,7 +216,7 @@ def write_atomic(path: Path, text: str) -> None:
 def resume_changes(saved: dict[str, Any], config: Any) -> dict[str, tuple[Any, Any]]:
     """Fields whose value differs from the checkpoint's config: ``{name: (saved, now)}``."""
     now = asdict(config)
-    return {k: (saved[k], now[k]) for k in now if k in saved and saved[k] != now[k]}
+    return {k: (saved[k], now[k]) for k in now if k in saved and saved[k] != now[k] and k not in _RUN_CONTROL}
 
 
 def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
