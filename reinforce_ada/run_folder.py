@@ -90,6 +90,9 @@ def read_trainer_state(checkpoint: Path) -> dict[str, Any]:
     for key in ("stream", "sampler", "config"):
         if not isinstance(state.get(key), dict):
             raise CheckpointError(f"{path}: field {key!r} is missing or not an object")
+    stream = state["stream"]
+    if any(not isinstance(stream.get(k), int) or stream[k] < 0 for k in ("epoch", "position")):
+        raise CheckpointError(f"{path}: stream must hold an epoch and a position >= 0 (got {stream!r})")
     return state
 
 
@@ -261,6 +264,9 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
     """Create the folder (deleting the old run first for ``overwrite``), remove stale temporary checkpoints, write
     ``config.json`` and append this start to ``config_history.jsonl``."""
     folder = Path(config.output_dir)
+    if not config.resume and not config.overwrite and run_entries(folder):  # another run started here meanwhile
+        raise RunFolderError(f"{folder} now holds a run ({', '.join(e.name for e in run_entries(folder)[:6])}) that "
+                             f"appeared while this one was starting; nothing was written")
     if config.overwrite and not config.resume:
         for entry in run_entries(folder):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()

@@ -239,6 +239,17 @@ def test_resume_of_a_folder_with_a_run_but_no_checkpoint_is_refused(tmp_path):
     assert (out / "metrics.jsonl").read_text() == '{"step": 0, "eval/accuracy": 0.5}\n'
 
 
+def test_a_run_that_appears_while_this_one_starts_is_not_touched(tmp_path):
+    out = tmp_path / "run"
+    trainer = Trainer(small_config(out), **setup())
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("another run's line\n")  # e.g. a second process, started at the same time
+    with pytest.raises(RunFolderError, match="now holds a run .*metrics.jsonl.* nothing was written"):
+        trainer.train()
+    assert [p.name for p in out.iterdir()] == ["metrics.jsonl"]
+    assert (out / "metrics.jsonl").read_text() == "another run's line\n"
+
+
 def test_a_failed_start_leaves_no_folder(tmp_path):
     long_prompt = Prompt("long-one", "1+" * 40 + "1=", "41")
     parts = dict(setup(), train_prompts=addition_prompts(10, 1) + [long_prompt])
