@@ -49,7 +49,7 @@ class WatchedVerifier:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError
 
-                self.first_error = str(err) if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
+                self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
             raise
 
     @property
@@ -67,6 +67,15 @@ class WatchedVerifier:
         """How much the verifier's counter ``key`` grew since :meth:`start_window`."""
         return self.stats.get(key, 0) - self._window_stats.get(key, 0)
 
+    def window_zero_scored(self) -> int:
+        """Completions scored 0 although the verifier could not check them (``math``'s timeouts and failures, a
+        comparison that raised: counted in ``stats``, not returned as None), since :meth:`start_window`."""
+        from reinforce_ada.verifiers.timed import TimedVerifier
+
+        if isinstance(self.verifier, TimedVerifier):  # its own timeouts are None already
+            return self.window_count("failures")
+        return self.window_count("failures") + self.window_count("timeouts")
+
     def close(self) -> None:
         if callable(getattr(self.verifier, "close", None)):
             self.verifier.close()
@@ -74,9 +83,14 @@ class WatchedVerifier:
 
 def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: float,
                             verifier: WatchedVerifier) -> None:
-    """Stop the run when ``num_failed / num_total >= limit``, naming the verifier and the first cause."""
+    """Stop the run when the share of completions that could not be scored -- ``num_failed`` (None rewards) plus
+    those the verifier scored 0 after a timeout or an error -- reaches ``limit``; name the verifier and the cause."""
+    zero_scored = verifier.window_zero_scored()
+    num_failed += zero_scored
     if num_total <= 0 or num_failed < limit * num_total:
         return
+    from reinforce_ada.verifiers.timed import TimedVerifier
+
     timeouts = verifier.window_count("timeouts")
     if verifier.first_error is not None:
         cause = f"first error: {verifier.first_error}"
@@ -84,7 +98,10 @@ def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: 
             cause += f" ({_SIGNATURE_HINT})"
     elif timeouts:
         timeout = getattr(verifier.verifier, "timeout", None)
-        cause = f"{timeouts} call(s) ran past the verifier timeout" + (f" of {timeout:g} s" if timeout else "")
+        unit = "call(s)" if isinstance(verifier.verifier, TimedVerifier) else "completion(s)"
+        cause = f"{timeouts} {unit} ran past the verifier timeout" + (f" of {timeout:g} s" if timeout else "")
+    elif zero_scored:
+        cause = f"{zero_scored} comparison(s) failed inside the verifier (scored 0, counted in verifier/failures)"
     else:
         cause = "it returned None for them"
     raise RunStopped(

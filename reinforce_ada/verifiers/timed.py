@@ -30,7 +30,11 @@ from reinforce_ada.verifiers.registry import check_lengths, verifier_stats
 
 
 class VerifierCallError(RuntimeError):
-    """The wrapped verifier raised in its worker process; the message is the worker's ``Type: message``."""
+    """The wrapped verifier raised in its worker process; ``detail`` is the worker's ``Type: message``."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(f"verifier {name!r}: {detail}")
+        self.detail = detail
 
 
 def _call_in_worker(verifier: Any, prompts: list, completions: list) -> tuple[list, dict[str, int]]:
@@ -94,7 +98,7 @@ class TimedVerifier:
             return [None] * len(completions)
         self._consecutive_timeouts = 0
         detail = outcome.value if outcome.status == "error" else "its worker process died"
-        raise VerifierCallError(f"verifier {self.name!r}: {detail}")
+        raise VerifierCallError(self.name, detail)
 
     def close(self) -> None:
         self._pool.close()

@@ -73,6 +73,24 @@ def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
+def test_comparisons_that_fail_inside_the_verifier_count_as_failures(tmp_path):
+    from reinforce_ada.verifiers.registry import AnswerVerifier
+
+    class BrokenCompare(AnswerVerifier):  # scores 0 and counts stats["failures"] when compare raises, like math
+        def reference(self, prompt):
+            return prompt.answer
+
+        def answer(self, completion):
+            return completion.text
+
+        def compare(self, answer, reference):
+            raise RecursionError("sympy blew up")
+
+    with pytest.raises(RunStopped, match=r"^step 1: the verifier 'BrokenCompare' could not score 64 of 64 completions "
+                                         r".*64 comparison\(s\) failed inside the verifier"):
+        Trainer(small_config(tmp_path / "run", max_rounds=4), **setup(BrokenCompare(), evaluate=False)).train()
+
+
 def test_the_failure_rate_limit_is_configurable(tmp_path):
     def half_fail(prompts, completions):  # prompts with an odd index never score
         return [None if int(p.prompt_id.split("-")[1]) % 2 else 1.0 for p in prompts]
