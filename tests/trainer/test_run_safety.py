@@ -129,6 +129,25 @@ def test_a_verifier_that_hangs_costs_a_step_two_timeouts_then_stops_the_run(tmp_
     trainer.verifier.close()
 
 
+def test_timeouts_are_counted_in_the_metrics(tmp_path):
+    parts = setup(reward_fixtures.sleeps_30s, evaluate=False)
+    config = small_config(tmp_path / "run", max_steps=1, verifier_timeout=1.0, max_verifier_failure_rate=2.0)
+    Trainer(config, **parts).train()  # a rate above 1 never stops: the step trains on its 32 failures
+    step = step_lines(tmp_path / "run")[0]
+    assert (step["verifier/timeouts"], step["verifier/timed_out_completions"]) == (2, 32)
+    assert step["sampling/num_verifier_failures"] == 32.0 == step["sampling/total_samples"]
+
+
+def test_verifier_options_follow_the_config():
+    from reinforce_ada.guards import verifier_options
+
+    assert verifier_options("m:f", TrainConfig()) == {"answer_key": "answer"}
+    assert verifier_options("m:f", TrainConfig(answer_key="solution")) == {"answer_key": "solution"}
+    assert verifier_options("m:f", TrainConfig(verifier_answer_kwarg="ref")) == {"answer_key": "ref"}
+    assert verifier_options("math", TrainConfig(verifier_timeout=2.0)) == {"timeout": 2.0}
+    assert verifier_options("exact", TrainConfig(verifier_timeout=2.0)) == {}  # wrapped in a TimedVerifier instead
+
+
 def test_a_timed_verifier_scores_like_the_plain_one_and_keeps_counting_across_calls(tmp_path):
     from reinforce_ada.verifiers.timed import TimedVerifier, VerifierCallError
 
