@@ -182,13 +182,13 @@ def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
                      f"no checkpoint was written from this step.")
 
 
-def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], encode_train: Callable[[Any], list[int]],
-                         held_out: Sequence[Any], encode_held_out: Callable[[Any], list[int]]) -> None:
+def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], held_out: Sequence[Any],
+                         encode: Callable[[Any], list[int]]) -> None:
     """Every prompt plus ``max_new_tokens`` must fit the model's context; fails naming the first row that does not."""
     context = model_context(model)
     if not context:
         return
-    for what, prompts, encode in (("training", train, encode_train), ("held-out", held_out, encode_held_out)):
+    for what, prompts in (("training", train), ("held-out", held_out)):
         too_long = []
         for index, prompt in enumerate(prompts):
             length = len(encode(prompt))

@@ -226,8 +226,8 @@ class Trainer:
             self._load_weights(model, self.resume_from)
         self.model, self.tokenizer = model, tokenizer
         self._prompt_ids: dict[Any, list[int]] = {}
-        check_prompt_lengths(cfg, model, self.stream.prompts, self._prompt_token_ids, self.eval_prompts,
-                             lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))
+        check_prompt_lengths(cfg, model, self.stream.prompts, self.eval_prompts,
+                             lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))  # not cached: memory
         if next(model.parameters()).device != self.device:
             model.to(self.device)
         self.ref_model = self._reference_model() if cfg.kl_coef > 0 else None
