@@ -9,7 +9,7 @@
   ``force_resume_changes`` is given.
 - :func:`prepare_run_folder` runs when training starts (so a failed start leaves no empty folder): it deletes the old
   run for ``overwrite``, removes stale ``.tmp-checkpoint-*`` folders of killed runs, and appends the start (or the
-  resume and its changed settings) to ``config_history.jsonl``.
+  resume and its changed settings) to ``config_history.jsonl``; a run that stops adds why (:func:`record_event`).
 - :func:`truncate_metrics` cuts ``metrics.jsonl`` back to a checkpoint's step atomically (temporary file + rename).
 - :func:`write_atomic` writes a file through a temporary file and names the file in any error (disk full, ...).
 """
@@ -283,8 +283,13 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
             logger.warning("resuming with %s changed: %r -> %r (recorded in config_history.jsonl)", name, old, new)
     else:
         event = {"event": "start", "step": step, "config": values}
-    event["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    history = folder / "config_history.jsonl"
-    previous = history.read_text() if history.exists() else ""
-    write_atomic(history, previous + json.dumps(event) + "\n")
+    record_event(config, event)
     write_atomic(folder / "config.json", json.dumps(values, indent=2))
+
+
+def record_event(config: Any, event: dict[str, Any]) -> None:
+    """Append ``event`` (with the time) to the run's ``config_history.jsonl``: starts, resumes and stops."""
+    history = Path(config.output_dir) / "config_history.jsonl"
+    previous = history.read_text() if history.exists() else ""
+    event = {**event, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_atomic(history, previous + json.dumps(event) + "\n")

@@ -27,10 +27,10 @@ import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
 from reinforce_ada.generation.prompting import encode_prompt
-from reinforce_ada.guards import (check_finite, check_prompt_lengths, check_verifier_failures, scored_accuracy,
-                                  verifier_options, watch_verifier)
+from reinforce_ada.guards import (RunStopped, check_finite, check_prompt_lengths, check_verifier_failures,
+                                  scored_accuracy, verifier_options, watch_verifier)
 from reinforce_ada.run_folder import (check_run_folder, checkpoints, load_checkpoint_file, prepare_run_folder,
-                                      read_trainer_state, truncate_metrics, write_atomic)
+                                      read_trainer_state, record_event, truncate_metrics, write_atomic)
 from reinforce_ada.verifiers.registry import verifier_stats
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
@@ -341,6 +341,15 @@ class Trainer:
 
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
+        """Train ``max_steps`` steps; returns the run summary. A run that cannot learn raises
+        :class:`~reinforce_ada.guards.RunStopped`, after recording why in ``config_history.jsonl``."""
+        try:
+            return self._train()
+        except RunStopped as err:
+            record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
+            raise
+
+    def _train(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
         cfg = self.config

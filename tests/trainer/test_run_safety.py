@@ -63,6 +63,9 @@ def test_a_reward_function_that_always_raises_stops_the_first_step_naming_it(tmp
     assert "first error: ValueError: this reward function is broken" in message
     assert all(torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
     assert not list((tmp_path / "run").glob("checkpoint-*")) and step_lines(tmp_path / "run") == []
+    history = [json.loads(x) for x in (tmp_path / "run" / "config_history.jsonl").read_text().splitlines()]
+    assert [h["event"] for h in history] == ["start", "stopped"]
+    assert history[1]["step"] == 0 and history[1]["reason"] == message
 
 
 def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path):
