@@ -16,13 +16,10 @@
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import Any, Callable, Sequence
 
 from reinforce_ada.config import ConfigError
 from reinforce_ada.verifiers.registry import verifier_stats
-
-logger = logging.getLogger(__name__)
 
 
 class RunStopped(RuntimeError):
