@@ -61,11 +61,31 @@ def checkpoints(folder: str | Path) -> list[Path]:
     return sorted(found, key=_checkpoint_step)
 
 
+def _json_keys(path: Path) -> set[str]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return set()
+    return set(value) if isinstance(value, dict) else set()
+
+
+def _written_by_a_run(path: Path) -> bool:
+    """``config.json`` / ``summary.json`` / ``plots`` count only when the trainer wrote them (a user's own
+    ``config.json`` is never deleted by ``overwrite``; see :func:`check_run_folder`)."""
+    if path.name == "config.json":
+        return {"strategy", "samples_per_round", "output_dir"} <= _json_keys(path)
+    if path.name == "summary.json":
+        return {"total_samples", "steps", "accuracy_after"} <= _json_keys(path)
+    if path.name == "plots":
+        return (path / "training.png").is_file()
+    return True
+
+
 def run_entries(folder: Path) -> list[Path]:
     """What in ``folder`` belongs to a training run (empty for a folder that holds none)."""
     if not folder.is_dir():
         return []
-    named = [folder / name for name in RUN_FILES if (folder / name).exists()]
+    named = [folder / name for name in RUN_FILES if (folder / name).exists() and _written_by_a_run(folder / name)]
     return named + sorted(folder.glob("checkpoint-*")) + sorted(folder.glob(".tmp-checkpoint-*"))
 
 
@@ -231,6 +251,11 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"output_dir {folder} is a file, not a folder")
     entries = run_entries(folder)
+    foreign = [folder / name for name in ("config.json", "summary.json")
+               if (folder / name).is_file() and folder / name not in entries]
+    if foreign:
+        raise RunFolderError(f"{foreign[0]} was not written by a training run, and a run would overwrite it; choose "
+                             f"another --output-dir")
     names = ", ".join(e.name for e in entries[:6]) + (", ..." if len(entries) > 6 else "")
     if not config.resume:
         if entries and not config.overwrite:
@@ -269,7 +294,14 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
                              f"appeared while this one was starting; nothing was written")
     if config.overwrite and not config.resume:
         for entry in run_entries(folder):
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            if entry.name == "plots":  # only the trainer's plot; the folder goes if nothing else is in it
+                (entry / "training.png").unlink()
+                if not any(entry.iterdir()):
+                    entry.rmdir()
+            elif entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
         logger.info("--overwrite: deleted the previous run in %s", folder)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob(".tmp-checkpoint-*"):

@@ -245,13 +245,26 @@ def test_overwrite_deletes_the_old_run_first_and_never_mixes(tmp_path):
     out = tmp_path / "run"
     Trainer(small_config(out, max_steps=3, save_steps=1), **setup()).train()
     (out / "notes.txt").write_text("mine")  # not a run file: kept
+    (out / "plots" / "my_figure.svg").write_text("<svg/>")  # the user's file inside a run folder: kept
     Trainer(small_config(out, max_steps=2, overwrite=True, seed=1), **setup()).train()
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
     assert [r["step"] for r in metric_lines(out)] == [0, 1, 2, 2]
     assert json.loads((out / "config.json").read_text())["seed"] == 1
-    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "notes.txt").read_text() == "mine" and (out / "plots" / "my_figure.svg").read_text() == "<svg/>"
     history = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()]
     assert [h["event"] for h in history] == ["start"] and history[0]["config"]["seed"] == 1
+
+
+def test_a_users_own_config_json_is_never_overwritten_or_deleted(tmp_path):
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "config.json").write_text('{"my": "settings"}')
+    for overwrite in (False, True):
+        with pytest.raises(RunFolderError, match=r"project/config.json was not written by a training run, and a run "
+                                                 r"would overwrite it; choose another --output-dir"):
+            Trainer(small_config(out, overwrite=overwrite), **setup())
+    assert [p.name for p in out.iterdir()] == ["config.json"]
+    assert (out / "config.json").read_text() == '{"my": "settings"}'
 
 
 def test_resume_refuses_changed_settings_unless_forced_and_records_them(tmp_path):
