@@ -146,11 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from reinforce_ada.guards import RunStopped
+
     try:
         return args.func(args)
     except (UserError, ImportError) as err:
         print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
+    except RunStopped as err:  # a run that cannot learn: stopped early, with the cause
+        print(f"error: {err}", file=sys.stderr)
+        return 3
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2

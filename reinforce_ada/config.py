@@ -347,6 +347,18 @@ class TrainConfig:
     """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
+    verifier_answer_kwarg: str | None = None
+    """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
+    dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
+    ``fn(prompts, completions, solution, **kwargs)``."""
+    verifier_timeout: float | None = None
+    """Seconds one verifier call may take; past it the call is killed and its completions count as failures
+    (``verifier/timeouts``). ``math`` applies it per completion in its own workers; every other verifier (custom
+    ``module:function`` ones included) then runs in a worker process. None: ``math``'s default of 5 s, none for the
+    others."""
+    max_verifier_failure_rate: float = 1.0
+    """Stop the run when at least this share of a step's (or an evaluation's) completions could not be scored (the
+    verifier raised, timed out or returned None). 1.0: only when all of them failed; values above 1 never stop."""
 
     # -- sampling (the paper's names) --------------------------------------------------------------------------------
     strategy: str = "ada-balanced"
@@ -459,7 +471,14 @@ class TrainConfig:
     save_steps: int = 0
     """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
-    """Continue from the latest checkpoint in ``output_dir``."""
+    """Continue from the latest checkpoint in ``output_dir``. Settings that change what the run learns (seed,
+    strategy, learning rate, batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
+    overwrite: bool = False
+    """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
+    a folder is refused."""
+    force_resume_changes: bool = False
+    """Resume even though settings differ from the checkpoint's; the changes are recorded in
+    ``config_history.jsonl``."""
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int | None = None
@@ -537,9 +556,24 @@ class TrainConfig:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
         if self.template is not None and "{prompt}" not in self.template:
             raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {self.template!r})")
+        self._check_run_safety_fields()
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # validates M, N, n, rules, thresholds
+
+    def _check_run_safety_fields(self) -> None:
+        """The fields of the run's guards (verifier failures and timeout, run-folder safety)."""
+        if self.verifier_timeout is not None and not (isinstance(self.verifier_timeout, (int, float))
+                                                      and math.isfinite(self.verifier_timeout)
+                                                      and self.verifier_timeout > 0):
+            raise ConfigError(f"verifier_timeout must be a positive number of seconds (got {self.verifier_timeout!r})")
+        rate = self.max_verifier_failure_rate
+        if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
+            raise ConfigError(f"max_verifier_failure_rate must be a number > 0 (got {rate!r})")
+        if self.verifier_answer_kwarg is not None and not str(self.verifier_answer_kwarg).isidentifier():
+            raise ConfigError(f"verifier_answer_kwarg must be a Python identifier (got {self.verifier_answer_kwarg!r})")
+        if self.resume and self.overwrite:
+            raise ConfigError("resume and overwrite exclude each other: continue the run in output_dir, or delete it")
 
     def _resolve_model_defaults(self) -> None:
         """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
