@@ -203,8 +203,9 @@ def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory
     """Budget mode, after a step: the budget metrics, skipped prompts out of ``num_empty``, the memory updated.
 
     A *skipped* prompt drew nothing (its samples were worth more elsewhere): it has no group and is counted in
-    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a backend returned
-    fewer than asked, or failed verifications were dropped, and the budget bought no top-up) is trained on as it is:
+    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a ``budget_probe``
+    showed one class, a backend returned fewer than asked, or failed verifications were dropped, and the budget bought
+    no top-up) is trained on as it is:
     its whole-pool advantages are unbiased, a one-class short pool has all-zero advantages and moves nothing, and
     dropping it would discard signal already paid for. It is counted in ``num_short_groups``.
     """

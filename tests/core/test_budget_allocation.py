@@ -165,6 +165,10 @@ def test_budget_settings_are_checked():
         budget_config(budget_probe=5)
     with pytest.raises(ValueError, match="budget mode only"):
         AdaptiveSampler(ScriptedGenerator({}), ScriptedVerifier(), SamplerConfig(), memory=PassRateMemory())
+    from reinforce_ada.streaming import make_sampler
+
+    with pytest.raises(ConfigError, match="round-based sampler"):
+        make_sampler("streaming", ScriptedGenerator({}), ScriptedVerifier(), budget_config())
 
 
 # -- invariants -----------------------------------------------------------------------------------------------------
