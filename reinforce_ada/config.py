@@ -73,6 +73,10 @@ class SamplerConfig:
     """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
     signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
     allocated by value (TRL and verl need a group per prompt)."""
+    budget_half_life: float | None = 2.0
+    """Budget mode: presentations of a prompt after which its remembered evidence counts half (the memory decays
+    per visit of the prompt, not per step, so it works whatever the number of steps between visits; a skipped prompt
+    decays too and is retried later). None: never decays."""
     budget_probe: int | None = None
     """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
     re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
@@ -123,6 +127,10 @@ class SamplerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
                 raise ConfigError(f"budget_probe must be an integer in 1..group_size={self.group_size} "
                                   f"(got {value!r})")
+        if self.budget_half_life is not None and not (isinstance(self.budget_half_life, (int, float))
+                                                      and math.isfinite(self.budget_half_life)
+                                                      and self.budget_half_life > 0):
+            raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
         if self.allocation == "budget":
             from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
 
@@ -353,6 +361,9 @@ class TrainConfig:
     sample_budget_per_step: int | None = None
     """``ada-budget``: samples drawn per step over all the batch's prompts (None: ``group_size x batch_size``, what
     GRPO draws); at least that. Each prompt still draws at most M * N; rounds: at most N."""
+    budget_half_life: float | None = 2.0
+    """``ada-budget``: presentations of a prompt after which its remembered pass-rate evidence counts half (per visit,
+    not per step; None: never decays). ``memory_max_evidence`` and ``memory_seed`` also apply."""
     budget_probe: int | None = None
     """``ada-budget``: samples a prompt draws first (None: ``group_size``). Smaller: cheaper on prompts that turn out
     saturated or hopeless; such a prompt may end with fewer than ``group_size`` samples (trained on as it is)."""
@@ -362,8 +373,8 @@ class TrainConfig:
     """Streaming: keep per-prompt pass-rate estimates across steps (content-hashed, decayed; checkpointed) to size
     first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
     memory_half_life: float = 8.0
-    """Streaming memory and ``ada-budget`` (which always keeps one): steps after which an old observation counts
-    half."""
+    """Streaming memory: steps after which an old observation counts half (``ada-budget``: see
+    ``budget_half_life``)."""
     memory_max_evidence: float = 128.0
     """Streaming memory and ``ada-budget``: most (decayed) samples remembered per prompt."""
     memory_seed: str | None = None
@@ -541,6 +552,7 @@ class TrainConfig:
             return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
                                  group_size=self.group_size, exit_rule="mixed", allocation="budget",
                                  sample_budget_per_step=self.sample_budget_per_step, budget_probe=self.budget_probe,
+                                 budget_half_life=self.budget_half_life,
                                  positive_threshold=self.positive_threshold, selection=self.selection,
                                  unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
                                  importance_weights=self.importance_weights, seed=self.seed)

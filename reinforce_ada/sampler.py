@@ -92,7 +92,8 @@ class AdaptiveSampler:
     def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None,
                  memory: PassRateMemory | None = None):
         """``memory``: the cross-step pass-rate memory budget mode reads its priors from (``allocation="budget"``
-        only; a fresh :class:`PassRateMemory` when not given). It is part of :meth:`state_dict`."""
+        only; a fresh :class:`PassRateMemory` when not given; give one with ``half_life=None``, as budget mode decays
+        it per visit by ``budget_half_life``). It is part of :meth:`state_dict`."""
         _check_backends(generator, verifier)
         self.generator = generator
         self.verifier = verifier
@@ -103,7 +104,7 @@ class AdaptiveSampler:
         self._allocate = None if self._step_rule else get_allocation_rule(self.config.allocation)
         if memory is not None and self._step_rule is None:
             raise ValueError("memory= is read by budget mode only (SamplerConfig.allocation='budget')")
-        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory()
+        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory(half_life=None)
         self.rng = np.random.default_rng(self.config.seed)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class AdaptiveSampler:
         prompts = validate_prompts(prompts)
         budget = cfg.step_budget(len(prompts)) if self._step_rule else None  # a too-small budget fails here
         pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
-        priors = {p.prompt_id: self.memory.posterior(p) for p in prompts} if self._step_rule else {}
+        priors = self._budget_priors(prompts) if self._step_rule else {}
         active, rounds, generation_error = prompts, [], None
         for round_number in range(1, cfg.max_rounds + 1):
             requests = self._round_requests(active, pools, priors, budget)
@@ -148,6 +149,14 @@ class AdaptiveSampler:
         if budget is not None:
             finish_budget_step(batch, budget, cfg.group_size, self.memory, prompts)
         return batch
+
+    def _budget_priors(self, prompts: list[Prompt]) -> dict[PromptId, tuple[float, float]]:
+        """Budget mode: decay each presented prompt's remembered evidence by one visit, then read its posterior."""
+        half_life = self.config.budget_half_life
+        for prompt in prompts:
+            if half_life is not None:
+                self.memory.scale(prompt, 0.5 ** (1.0 / half_life))  # type: ignore[union-attr]
+        return {p.prompt_id: self.memory.posterior(p) for p in prompts}  # type: ignore[union-attr]
 
     def _round_requests(self, active: list[Prompt], pools: dict[PromptId, PromptPool],
                         priors: dict[PromptId, tuple[float, float]], budget: int | None) -> list[GenerationRequest]:

@@ -212,3 +212,25 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
             for pid, pool in batch.pools.items():
                 if pool.exit_round == call_number:
                     exited_in[pid] = call_number
+
+
+def test_evidence_decays_per_presentation_so_a_skipped_prompt_is_retried():
+    hopeless = make_prompts([0])[0]
+    memory = PassRateMemory(half_life=None, empirical_prior=False)
+    memory.seed(hopeless, 0.0, 40)
+    gen = ScriptedGenerator({}, default=0.0)  # prompts 1 and 2 are unknown to the memory (and fail, too)
+    sampler = AdaptiveSampler(gen, ScriptedVerifier(), budget_config(budget_half_life=1.0), memory=memory)
+    drawn = []
+    for _ in range(8):
+        batch = sampler.sample(make_prompts([0, 1, 2]))
+        drawn.append(batch.pools[0].num_drawn)
+    # step 1: 40 negatives -> 20 (half-life of one visit): skipped; the 4 samples left after the two unknown prompts'
+    # groups go to them (a first positive after 0/4 has chance 1/6 under Beta(1, 5), the skipped prompt's ~0.04)
+    assert drawn[0] == 0 and gen.calls[0] == [(1, 4), (2, 4)] and gen.calls[1] == [(1, 2), (2, 2)]
+    assert any(drawn), "the skipped prompt's evidence decayed with each presentation until it was sampled again"
+    first = drawn.index(next(d for d in drawn if d))
+    # a skipped presentation adds no evidence: the 40 negatives are halved once per visit until sampled again
+    assert memory.evidence(hopeless)[1] <= 40 * 0.5 ** (first + 1) + drawn[first] + 1e-9
+    assert PassRateMemory.scale.__doc__
+    with pytest.raises(ValueError, match="factor"):
+        memory.scale(hopeless, 1.5)
