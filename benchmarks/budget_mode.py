@@ -50,6 +50,7 @@ def strategies(n: int, batch: int, half_life: float | None) -> dict[str, Sampler
         "grpo": SamplerConfig.grpo(n),
         "ada-budget": SamplerConfig(**budget),
         "ada-budget probe 2": SamplerConfig(**budget, budget_probe=2),
+        "ada-budget probe 2, min 2": SamplerConfig(**budget, budget_probe=2, budget_min_group=2),
         "ada-budget 1.5x": SamplerConfig(**budget, samples_per_round=n, sample_budget_per_step=int(1.5 * n * batch)),
         "ada-mixed (M=8, N=4)": SamplerConfig(group_size=n, exit_rule="mixed"),
         "ada-balanced (M=8, N=4)": SamplerConfig(group_size=n, exit_rule="balanced"),
@@ -101,7 +102,7 @@ def main() -> None:
     print(f"pass rates ~ Beta({a:g}, {b:g}); {args.prompts} prompts, {args.batch} per step, n={n}; epochs 2-"
           f"{args.epochs}, seeds {args.seeds}; memory half-life {args.half_life:g} visits"
           + (f", {args.step_half_life:g} steps" if args.step_half_life else ""))
-    print(f"{'strategy':<26}{'samples/step':>13}{'x GRPO':>8}{'signal':>8}{'signal/100 samples':>20}{'skipped':>9}")
+    print(f"{'strategy':<27}{'samples/step':>13}{'x GRPO':>8}{'signal':>8}{'signal/100 samples':>20}{'skipped':>9}")
     rows = []
     for name, config in strategies(n, args.batch, args.half_life or None).items():
         results = []
@@ -110,7 +111,7 @@ def main() -> None:
             results.append(run(config, rates, args, seed))
             rows.append({"strategy": name, "seed": seed, **results[-1]})
         mean = {k: statistics.mean(r[k] for r in results) for k in results[0]}
-        print(f"{name:<26}{mean['samples_per_step']:>13.1f}{mean['samples_per_step'] / grpo_samples:>8.2f}"
+        print(f"{name:<27}{mean['samples_per_step']:>13.1f}{mean['samples_per_step'] / grpo_samples:>8.2f}"
               f"{mean['signal_fraction']:>8.3f}{mean['signal_per_100']:>20.2f}{mean['skipped_fraction']:>9.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))

@@ -131,9 +131,10 @@ class AdaptiveSampler:
             still_active = []
             for prompt in active:
                 pool = pools[prompt.prompt_id]
-                # A prompt also needs a full group's worth of completions to exit (matters when M < n).
-                if pool.count >= cfg.group_size and self._exit_rule(pool.num_positive, pool.num_negative,
-                                                                    cfg.group_size):
+                # A prompt also needs a full group's worth of completions to exit (matters when M < n; budget
+                # mode may lower it, budget_min_group).
+                if pool.count >= cfg.min_exit_count and self._exit_rule(pool.num_positive, pool.num_negative,
+                                                                        cfg.group_size):
                     pool.exit_round = round_number
                 else:
                     still_active.append(prompt)
@@ -178,7 +179,7 @@ class AdaptiveSampler:
         sizes = self._step_rule(states, budget_left, samples_per_round=cfg.samples_per_round,
                                 max_samples=cfg.max_samples, group_size=cfg.group_size, exit_rule=cfg.exit_rule,
                                 min_positive=cfg.min_positive, skip=cfg.budget_skip,
-                                first_request=cfg.budget_probe)
+                                first_request=cfg.budget_probe, min_group=cfg.min_exit_count)
         return [GenerationRequest(prompt, num) for prompt, num in zip(active, sizes) if num > 0]
 
     def _select_groups(self, prompts: list[Prompt], pools: dict[PromptId, PromptPool]) -> list[Group]:

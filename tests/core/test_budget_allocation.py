@@ -84,6 +84,23 @@ def test_hopeless_and_saturated_prompts_get_nothing_when_the_budget_is_short():
     assert sizes == [0, 4, 0, 4]
 
 
+def test_a_probe_with_both_classes_stops_as_a_short_group_with_min_group_two():
+    # probes of 2: prompt 0 gets 1+0 (signal: it exits with 2), prompts 1 and 2 get 0+0 and share what is left
+    script = {0: [1.0, 0.0], 1: [0.0, 0.0, 1.0, 0.0, 0.0], 2: [0.0, 0.0, 0.0, 1.0, 0.0]}
+    gen = ScriptedGenerator(script, default=0.0)
+    config = budget_config(budget_probe=2, budget_min_group=2)
+    batch = AdaptiveSampler(gen, ScriptedVerifier(), config).sample(make_prompts(range(3)))
+    assert gen.calls[0] == [(0, 2), (1, 2), (2, 2)]
+    assert all(pid != 0 for call in gen.calls[1:] for pid, _ in call)  # prompt 0 stopped at its probe
+    assert gen.calls[1] == [(1, 2), (2, 2)]  # each fills its group of 4 and finds its positive: all exit
+    assert batch.pools[0].exited and batch.pools[0].count == 2 and batch.groups[0].has_signal
+    # 2 of the 12 are left over: nobody is without signal any more, so nothing is worth spending them on
+    assert batch.metrics["total_samples"] == 10 and batch.metrics["budget_used_fraction"] == 10 / 12
+    assert batch.metrics["num_short_groups"] == 1 and batch.metrics["signal_fraction"] == 1.0
+    with pytest.raises(ConfigError, match="budget_min_group"):
+        budget_config(budget_min_group=1)
+
+
 def test_first_request_probe_and_the_rule_is_registered():
     assert STEP_ALLOCATION_RULES.get("budget") is budget
     sizes = budget([UNIFORM] * 3, 12, samples_per_round=8, max_samples=32, group_size=4, first_request=2)
@@ -175,8 +192,8 @@ def test_budget_settings_are_checked():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(num_prompts=st.integers(1, 6), n=st.integers(2, 4), m=st.integers(1, 6), rounds=st.integers(1, 4),
        extra=st.integers(0, 30), skip=st.booleans(), probe=st.booleans(), exit_rule=st.sampled_from(["mixed", "balanced"]),
-       seed=st.integers(0, 10_000), steps=st.integers(1, 3))
-def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, seed, steps):
+       seed=st.integers(0, 10_000), steps=st.integers(1, 3), min_group=st.booleans())
+def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, seed, steps, min_group):
     if m * rounds < n:
         rounds = -(-n // m)
     rng = np.random.default_rng(seed)
@@ -184,7 +201,8 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
     gen = ScriptedGenerator(lambda pid, k: float(rng.random() < rates[pid]))
     budget_total = n * num_prompts + extra
     config = budget_config(samples_per_round=m, max_rounds=rounds, group_size=n, exit_rule=exit_rule,
-                           sample_budget_per_step=budget_total, budget_skip=skip, budget_probe=1 if probe else None)
+                           sample_budget_per_step=budget_total, budget_skip=skip, budget_probe=1 if probe else None,
+                           budget_min_group=2 if min_group else None)
     sampler = AdaptiveSampler(gen, ScriptedVerifier(), config)
     prompts = make_prompts(range(num_prompts))
     for _ in range(steps):
@@ -205,6 +223,8 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
             assert len(group.completions) == min(n, batch.pools[group.prompt_id].count)
         if not probe:  # without a probe, a sampled prompt always gets at least its group
             assert all(k == 0 or k >= n for k in drawn.values())
+        for pool in batch.pools.values():  # a prompt exits only with the pool size its rule needs
+            assert not pool.exited or pool.count >= (2 if min_group and skip else n)
         exited_in: dict = {}
         for call_number, call in enumerate(gen.calls[first_call:], 1):  # nothing drawn after a prompt exited
             for pid, _ in call:
