@@ -133,8 +133,11 @@ def _train(checks: Checks, name: str, model, **overrides):
 
 
 def _changed(before, model) -> int:
+    """How many of the model's tensors differ from ``before`` (float32 copies on the CPU)."""
+    import torch
+
     after = model.state_dict()
-    return sum(not __import__("torch").equal(before[k], after[k].detach().float().cpu()) for k in before)
+    return sum(not torch.equal(before[k], after[k].detach().float().cpu()) for k in before)
 
 
 def check_trainer_tiny(checks: Checks) -> str:
