@@ -177,6 +177,12 @@ def test_a_raising_reward_function_raises(tmp_path):
         train(tmp_path, reward_funcs=broken)
     assert calls == [len(PROMPTS) * M]  # the first call raised; nothing was retried or scored 0
 
+    def one_short(prompts, completions, **kwargs):
+        return [0.0] * (len(completions) - 1)
+
+    with pytest.raises(ValueError, match="'one_short' returned 7 rewards, but 8 were expected"):
+        train(tmp_path, reward_funcs=one_short)
+
 
 def test_all_rewards_none_logs_trls_warning(tmp_path, caplog):
     def always_none(completions, **kwargs):

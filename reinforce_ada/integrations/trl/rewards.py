@@ -109,8 +109,10 @@ class TRLRewardVerifier:
             except Exception as err:  # noqa: BLE001 -- re-raised by the trainer, as TRL would
                 raise RewardFunctionError(name, err) from err
             if len(values) != len(completions):
-                raise ValueError(f"reward function {name!r} returned {len(values)} rewards for "
-                                 f"{len(completions)} completions")
+                raise RewardFunctionError(name, ValueError(
+                    f"The reward function {name!r} returned {len(values)} rewards, but {len(completions)} were "
+                    "expected (one per completion). Make sure the reward function returns exactly one reward per "
+                    "completion."))
             per_func.append([math.nan if v is None else float(v) for v in values])
 
         correctness = self.correctness if self.correctness is not None else range(len(per_func))
