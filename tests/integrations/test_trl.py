@@ -227,6 +227,9 @@ def test_trainer_rejects_plain_grpo_config_and_rollout_func(tmp_path):
                        per_device_train_batch_size=2)
     with pytest.raises(TypeError, match="AdaGRPOConfig"):
         AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=plain)
+    with pytest.raises(NotImplementedError, match="image prompts"):
+        AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=base_args(tmp_path),
+                       train_dataset=Dataset.from_dict({"prompt": ["1+1="], "image": [None]}))
     with pytest.raises(ValueError, match="rollout_func"):
         AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=base_args(tmp_path),
                        rollout_func=lambda prompts, trainer: {})

@@ -122,6 +122,10 @@ class AdaGRPOTrainer(GRPOTrainer):
             if params.get(name):
                 raise ValueError(f"AdaGRPOTrainer does not support {name}=...: generation is driven by "
                                  "Reinforce-Ada's sampler (single-turn completions)")
+        columns = getattr(params.get("train_dataset"), "column_names", None) or []
+        if {"image", "images"} & set(columns):
+            raise NotImplementedError("AdaGRPOTrainer does not support image prompts (the train_dataset has an "
+                                      "image column): the sampler generates text-only rows")
         reward_funcs = params.get("reward_funcs")
         num_funcs = len(reward_funcs) if isinstance(reward_funcs, list) else int(reward_funcs is not None)
         if config.correctness_reward_funcs is None and num_funcs > 1:  # before any model is loaded
