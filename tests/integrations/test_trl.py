@@ -293,6 +293,34 @@ def test_reward_verifier_weights_and_none():
     assert TRLRewardVerifier(trainer, correctness=[1])([prompt] * 3, completions) == [1.0, 0.0, None]
 
 
+def test_reward_verifier_parses_chat_completions_like_trl(monkeypatch):
+    # With a tokenizer that has a response schema, TRL parses chat completions with parse_response (tool calls,
+    # reasoning); the verifier does the same, with the prompt's token ids as the prefix.
+    import trl.chat_template_utils
+
+    seen = []
+
+    def fake_parse(tokenizer, ids, prefix=None):
+        return {"role": "assistant", "content": f"parsed {len(ids)} after {len(prefix)}"}
+
+    def record(prompts, completions, **kwargs):
+        seen.extend(completions)
+        return [0.0] * len(completions)
+
+    monkeypatch.setattr(trl.chat_template_utils, "parse_response", fake_parse)
+    chat = [{"role": "user", "content": "1+1="}]
+    prompt = Prompt(0, chat, metadata={"trl_row": {"prompt": chat}, "trl_prompt_ids": [5, 6, 7]})
+    trainer = SimpleNamespace(reward_funcs=[record], reward_processing_classes=[None], reward_func_names=["record"],
+                              reward_weights=torch.tensor([1.0]), state=None, _log_metric=None,
+                              _tokenizer=SimpleNamespace(response_schema={"type": "object"}))
+    TRLRewardVerifier(trainer)([prompt], [Completion(0, "2", token_ids=[9, 1])])
+    assert seen == [[{"role": "assistant", "content": "parsed 2 after 3"}]]
+    trainer._tokenizer = SimpleNamespace(response_schema=None)  # no schema: TRL's plain decode
+    seen.clear()
+    TRLRewardVerifier(trainer)([prompt], [Completion(0, "2", token_ids=[9, 1])])
+    assert seen == [[{"role": "assistant", "content": "2"}]]
+
+
 # -- vLLM colocate mode: TRL's own VLLMGeneration code, with only vLLM's LLM engine faked ------------------------------
 class FakeLLM:
     """Stands in for ``vllm.LLM``: one random completion per prompt (``n=1``), every token's logprob -0.5."""

@@ -27,6 +27,7 @@ import logging
 import math
 from typing import Any, Sequence
 
+from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY
 from reinforce_ada.types import Completion, Prompt
 
 ROW_KEY = "trl_row"
@@ -84,8 +85,7 @@ class TRLRewardVerifier:
             return []
         prompt_values = [p.prompt for p in prompts]
         conversational = not isinstance(prompt_values[0], str)
-        texts = [c.text for c in completions]
-        completion_values = ([[{"role": "assistant", "content": t}] for t in texts] if conversational else texts)
+        completion_values = (self._messages(prompts, completions) if conversational else [c.text for c in completions])
         completion_ids = [list(c.token_ids) for c in completions]
         rows = [p.metadata.get(ROW_KEY, {}) for p in prompts]
         keys = [k for k in rows[0] if k not in ("prompt", "completion", "completion_ids")]
@@ -127,6 +127,17 @@ class TRLRewardVerifier:
             decisive = [values[k] for k in correctness if not math.isnan(values[k])]
             scores.append(sum(decisive) if decisive else None)
         return scores
+
+    def _messages(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[list[dict]]:
+        """Chat completions as TRL builds them: parsed with the tokenizer's response schema when it has one (tool
+        calls, reasoning; transformers >= 5), else ``[{"role": "assistant", "content": text}]``."""
+        tokenizer = getattr(self.trainer, "_tokenizer", None)
+        if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+            return [[{"role": "assistant", "content": c.text}] for c in completions]
+        from trl.chat_template_utils import parse_response
+
+        return [[parse_response(tokenizer, list(c.token_ids), prefix=p.metadata.get(PROMPT_IDS_KEY))]
+                for p, c in zip(prompts, completions)]
 
     def _extra_logger(self, completions: Sequence[Completion]) -> Any:
         """``log_extra(column, values)`` for this call: one value per completion, kept per completion."""
