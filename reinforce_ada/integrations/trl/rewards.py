@@ -131,8 +131,13 @@ class TRLRewardVerifier:
     def _messages(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> list[list[dict]]:
         """Chat completions as TRL builds them: parsed with the tokenizer's response schema when it has one (tool
         calls, reasoning; transformers >= 5), else ``[{"role": "assistant", "content": text}]``."""
+        import transformers
+        from packaging.version import Version
+
         tokenizer = getattr(self.trainer, "_tokenizer", None)
-        if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        has_schema = (getattr(tokenizer, "response_template", None) is not None
+                      or getattr(tokenizer, "response_schema", None) is not None)
+        if not has_schema or Version(transformers.__version__) < Version("5.0.0"):  # TRL's condition
             return [[{"role": "assistant", "content": c.text}] for c in completions]
         from trl.chat_template_utils import parse_response
 
