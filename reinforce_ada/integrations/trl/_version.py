@@ -1,8 +1,9 @@
 """The TRL versions this integration supports, checked when ``reinforce_ada.integrations.trl`` is imported.
 
 The integration plugs into a few private pieces of ``trl.GRPOTrainer`` (the *hooks* below). They all exist, with the
-signatures used here, from TRL 1.14.1 on (1.14.0 and older call ``_generate_single_turn`` without
-``num_generations``, so vLLM server mode would regroup our rows); CI runs the TRL tests on 1.14.1 and 1.16.0.
+signatures used here, from TRL 1.14.1 on (1.14.0 and older have no ``num_generations`` parameter: in vLLM modes
+they generate ``num_generations`` per unique prompt, so they would treat our rows as groups of repeats); CI runs the
+TRL tests on 1.14.1 and 1.16.0.
 
 * older than 1.14.1: ``ImportError`` naming the supported range;
 * 1.14.1 up to 1.16.x: supported;
