@@ -83,4 +83,4 @@ def test_trl_trains_in_budget_mode_and_saves_the_memory(tmp_path):
     assert batch.metrics["budget"] == 12 and batch.metrics["total_samples"] <= 12
     assert batch.metrics["num_skipped"] == 0 and all(len(g.completions) == 2 for g in batch.groups)
     saved = json.loads((tmp_path / "run" / "checkpoint-2" / "ada_sampler_state_0.json").read_text())
-    assert saved["memory"]["entries"], "TRL's checkpoint carries the pass-rate memory"
+    assert saved["sampler"]["memory"]["entries"], "TRL's checkpoint carries the pass-rate memory"
