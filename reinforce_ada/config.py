@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from reinforce_ada.core.advantages import ADVANTAGES
-from reinforce_ada.core.allocation import ALLOCATION_RULES
+from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
 from reinforce_ada.core.exits import EXIT_RULES
 from reinforce_ada.core.selection import SELECTION_RULES
 
@@ -61,7 +61,23 @@ class SamplerConfig:
     """Return per-completion weights that undo the class re-balancing of downsampling, so the group estimate has
     the whole pool's expectation (see :func:`reinforce_ada.core.advantages.pool_importance_weights`)."""
     allocation: str | Callable = "fixed"
-    """How many completions an active prompt gets next round (``"fixed"``: M)."""
+    """How many completions an active prompt gets next round (``"fixed"``: M; ``"beta-*"``: Beta posterior).
+    ``"budget"``: budget mode (beyond the paper) -- ``sample_budget_per_step`` samples per step in total, spread over
+    the batch's prompts by the posterior chance that more samples buy a group with signal (prior from a cross-step
+    pass-rate memory), in rounds; saturated or hopeless prompts may get none. Needs ``exit_rule`` ``"mixed"`` or
+    ``"balanced"``; see :mod:`reinforce_ada.core.budget_allocation`."""
+    sample_budget_per_step: int | None = None
+    """Budget mode: samples drawn per step over all prompts (None: ``group_size x prompts``, what GRPO draws). Must
+    be at least ``group_size x prompts``; the check runs before any generation."""
+    budget_skip: bool = True
+    """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
+    signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
+    allocated by value (TRL and verl need a group per prompt)."""
+    budget_probe: int | None = None
+    """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
+    re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
+    with fewer than ``group_size`` samples and is trained on what it has (counted as ``num_short_groups``).
+    Ignored when ``budget_skip`` is False."""
     on_verifier_failure: str = "zero"
     """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
     removes it from the pool (and counts it). Neither loses the prompt."""
@@ -93,7 +109,26 @@ class SamplerConfig:
         _check_choice("exit_rule", self.exit_rule, EXIT_RULES.names())
         _check_choice("selection", self.selection, SELECTION_RULES.names())
         _check_choice("advantage", self.advantage, ADVANTAGES.names())
-        _check_choice("allocation", self.allocation, ALLOCATION_RULES.names())
+        _check_choice("allocation", self.allocation, ALLOCATION_RULES.names() + STEP_ALLOCATION_RULES.names())
+        if self.sample_budget_per_step is not None:
+            value = self.sample_budget_per_step
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"sample_budget_per_step must be a positive integer (got {value!r})")
+        for name in ("sample_budget_per_step", "budget_probe"):
+            if getattr(self, name) is not None and self.allocation != "budget":
+                raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
+                                  f"(got allocation={self.allocation!r})")
+        if self.budget_probe is not None:
+            value = self.budget_probe
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
+                raise ConfigError(f"budget_probe must be an integer in 1..group_size={self.group_size} "
+                                  f"(got {value!r})")
+        if self.allocation == "budget":
+            from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
+
+            if self.exit_rule not in BUDGET_EXIT_RULES:
+                raise ConfigError(f"allocation='budget' values the chance of meeting the exit rule, which must then "
+                                  f"be one of {list(BUDGET_EXIT_RULES)} (got exit_rule={self.exit_rule!r})")
         _check_choice("unexited", self.unexited, ["keep", "drop"])
         _check_choice("on_verifier_failure", self.on_verifier_failure, ["zero", "drop"])
         if callable(self.unexited) or callable(self.on_verifier_failure):
@@ -103,6 +138,21 @@ class SamplerConfig:
     def max_samples(self) -> int:
         """The per-prompt budget of one step, M * N."""
         return self.samples_per_round * self.max_rounds
+
+    @property
+    def is_budget(self) -> bool:
+        """Budget mode: one sample budget per step shared by the batch's prompts (``allocation="budget"``)."""
+        return self.allocation in STEP_ALLOCATION_RULES
+
+    def step_budget(self, num_prompts: int) -> int:
+        """Budget mode: the samples one step over ``num_prompts`` prompts may draw; a ConfigError below one group
+        per prompt (``group_size x num_prompts``)."""
+        minimum = self.group_size * num_prompts
+        value = minimum if self.sample_budget_per_step is None else self.sample_budget_per_step
+        if value < minimum:
+            raise ConfigError(f"sample_budget_per_step={value} is below one group per prompt: at least "
+                              f"group_size x prompts = {self.group_size} x {num_prompts} = {minimum}")
+        return value
 
     @classmethod
     def grpo(cls, group_size: int = 4, **overrides: Any) -> "SamplerConfig":
@@ -163,9 +213,11 @@ class DynamicSamplingConfig:
         )
 
 
-STRATEGIES = ("ada-balanced", "ada-positive", "ada-mixed", "grpo", "dapo")
+STRATEGIES = ("ada-balanced", "ada-positive", "ada-mixed", "ada-budget", "grpo", "dapo")
 """Sampling strategies of the trainer; ``ada-<rule>`` is Reinforce-Ada with that exit rule (``mixed``: exit once
-the pool has one positive and one negative, see docs/beyond_the_paper.md)."""
+the pool has one positive and one negative, see docs/beyond_the_paper.md). ``ada-budget`` is budget mode: a fixed
+number of samples per step (``sample_budget_per_step``, default GRPO's ``group_size x batch_size``) allocated over
+the batch's prompts by a cross-step pass-rate memory, in rounds, with the ``mixed`` exit rule."""
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
@@ -257,8 +309,8 @@ class TrainConfig:
 
     # -- sampling (the paper's names) --------------------------------------------------------------------------------
     strategy: str = "ada-balanced"
-    """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``grpo`` (one round of n) or ``dapo`` (dynamic
-    sampling)."""
+    """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``ada-budget`` (a fixed sample budget per step spread by
+    predicted value; see ``sample_budget_per_step``), ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
     batch_size: int | None = None
     """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     samples_per_round: int = 8
@@ -298,17 +350,24 @@ class TrainConfig:
     with memory it stops hopeless prompts early and lets promising ones use ``sample_budget``)."""
     sample_budget: int | None = None
     """Streaming: most samples one prompt may draw in a step (None: M * N, the paper's)."""
+    sample_budget_per_step: int | None = None
+    """``ada-budget``: samples drawn per step over all the batch's prompts (None: ``group_size x batch_size``, what
+    GRPO draws); at least that. Each prompt still draws at most M * N; rounds: at most N."""
+    budget_probe: int | None = None
+    """``ada-budget``: samples a prompt draws first (None: ``group_size``). Smaller: cheaper on prompts that turn out
+    saturated or hopeless; such a prompt may end with fewer than ``group_size`` samples (trained on as it is)."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False
     """Streaming: keep per-prompt pass-rate estimates across steps (content-hashed, decayed; checkpointed) to size
     first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
     memory_half_life: float = 8.0
-    """Streaming memory: steps after which an old observation counts half."""
+    """Streaming memory and ``ada-budget`` (which always keeps one): steps after which an old observation counts
+    half."""
     memory_max_evidence: float = 128.0
-    """Streaming memory: most (decayed) samples remembered per prompt."""
+    """Streaming memory and ``ada-budget``: most (decayed) samples remembered per prompt."""
     memory_seed: str | None = None
-    """Streaming memory: a ``select-prompts`` pass-rate file to start from."""
+    """Streaming memory and ``ada-budget``: a ``select-prompts`` pass-rate file to start from."""
     skip_below: float = 0.0
     """Streaming memory: skip prompts whose remembered chance of any signal within the budget is below this."""
     cap_below: float = 0.0
@@ -415,8 +474,18 @@ class TrainConfig:
         _check_choice("strategy", self.strategy, list(STRATEGIES))
         _check_choice("sampler", self.sampler, ["rounds", "streaming"])
         _check_choice("streaming_allocation", self.streaming_allocation, ["beta", "fixed"])
-        if self.sampler == "streaming" and not self.strategy.startswith("ada-"):
-            raise ConfigError(f"sampler='streaming' runs the ada-* strategies, not strategy={self.strategy!r}")
+        if self.sampler == "streaming" and (not self.strategy.startswith("ada-") or self.strategy == "ada-budget"):
+            raise ConfigError(f"sampler='streaming' runs the ada-balanced/positive/mixed strategies, not "
+                              f"strategy={self.strategy!r} (ada-budget runs on sampler='rounds')")
+        for name in ("sample_budget_per_step", "budget_probe"):
+            if getattr(self, name) is not None and self.strategy != "ada-budget":
+                raise ConfigError(f"{name} is a setting of strategy='ada-budget' (got strategy={self.strategy!r})")
+        if self.strategy == "ada-budget" and self.sample_budget_per_step is not None:
+            minimum = self.group_size * self.batch_size
+            if self.sample_budget_per_step < minimum:
+                raise ConfigError(f"sample_budget_per_step={self.sample_budget_per_step} is below one group per "
+                                  f"prompt: at least group_size x batch_size = {self.group_size} x "
+                                  f"{self.batch_size} = {minimum}")
         if self.max_in_flight <= 0:
             raise ConfigError(f"max_in_flight must be positive (got {self.max_in_flight})")
         for name in ("give_up_below", "min_signal_rate", "skip_below", "cap_below"):
@@ -427,8 +496,10 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be positive (got {getattr(self, name)})")
         if self.sample_budget is not None and self.sample_budget < self.group_size:
             raise ConfigError(f"sample_budget={self.sample_budget} is below group_size={self.group_size}")
-        if not self.memory and (self.memory_seed or self.skip_below or self.cap_below):
-            raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
+        if not self.memory and (self.skip_below or self.cap_below or (self.memory_seed
+                                                                      and self.strategy != "ada-budget")):
+            raise ConfigError("memory_seed, skip_below and cap_below need memory=True (or, for memory_seed, "
+                              "strategy='ada-budget')")
         _check_choice("generator", self.generator, ["hf", "vllm"])
         _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
@@ -466,6 +537,13 @@ class TrainConfig:
         if self.strategy == "grpo":
             return SamplerConfig.grpo(self.group_size, positive_threshold=self.positive_threshold,
                                       normalize_std=self.normalize_std, seed=self.seed)
+        if self.strategy == "ada-budget":
+            return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
+                                 group_size=self.group_size, exit_rule="mixed", allocation="budget",
+                                 sample_budget_per_step=self.sample_budget_per_step, budget_probe=self.budget_probe,
+                                 positive_threshold=self.positive_threshold, selection=self.selection,
+                                 unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
+                                 importance_weights=self.importance_weights, seed=self.seed)
         return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
                              group_size=self.group_size,
                              exit_rule=self.strategy[len("ada-"):],

@@ -3,7 +3,9 @@
 Reinforce-Ada (arXiv 2510.04996, Alg. 1): every still-active prompt gets ``M`` more completions per round, for at most
 ``N`` rounds; a prompt leaves the active set once its pool meets the exit rule. Each pool is then downsampled to a
 group of ``n`` and the advantages use the *whole pool's* statistics. Plain GRPO is the same loop with one round and
-the ``once`` exit rule (:meth:`SamplerConfig.grpo`); DAPO's dynamic sampling is :class:`DynamicSampler`.
+the ``once`` exit rule (:meth:`SamplerConfig.grpo`); DAPO's dynamic sampling is :class:`DynamicSampler`. Budget mode
+(``allocation="budget"``, beyond the paper) runs the same loop with one sample budget per step, allocated over the
+batch's prompts each round by :func:`reinforce_ada.core.budget_allocation.budget` from a cross-step pass-rate memory.
 
 Departures from the reference implementation: pool statistics are exact running moments (any real reward, not
 0/1 counts); within-class selection is a seeded random choice rather than "first k"; a failing verifier call is
@@ -24,9 +26,11 @@ import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
-from reinforce_ada.core.allocation import get_allocation_rule
+from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES, get_allocation_rule
+from reinforce_ada.core.budget_allocation import PoolState
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
+from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -85,30 +89,33 @@ def _check_backends(generator: Any, verifier: Any) -> None:
 class AdaptiveSampler:
     """Multi-round adaptive sampling with exit rules (Reinforce-Ada); GRPO with ``SamplerConfig.grpo(n)``."""
 
-    def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None):
+    def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None,
+                 memory: PassRateMemory | None = None):
+        """``memory``: the cross-step pass-rate memory budget mode reads its priors from (``allocation="budget"``
+        only; a fresh :class:`PassRateMemory` when not given). It is part of :meth:`state_dict`."""
         _check_backends(generator, verifier)
         self.generator = generator
         self.verifier = verifier
         self.config = config or SamplerConfig()
         self._exit_rule = get_exit_rule(self.config.exit_rule, min_positive=self.config.min_positive)
         self._select = get_selection_rule(self.config.selection)
-        self._allocate = get_allocation_rule(self.config.allocation)
+        self._step_rule = STEP_ALLOCATION_RULES.get(self.config.allocation) if self.config.is_budget else None
+        self._allocate = None if self._step_rule else get_allocation_rule(self.config.allocation)
+        if memory is not None and self._step_rule is None:
+            raise ValueError("memory= is read by budget mode only (SamplerConfig.allocation='budget')")
+        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory()
         self.rng = np.random.default_rng(self.config.seed)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
     def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
         cfg = self.config
         prompts = validate_prompts(prompts)
+        budget = cfg.step_budget(len(prompts)) if self._step_rule else None  # a too-small budget fails here
         pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
+        priors = {p.prompt_id: self.memory.posterior(p) for p in prompts} if self._step_rule else {}
         active, rounds, generation_error = prompts, [], None
         for round_number in range(1, cfg.max_rounds + 1):
-            requests = []
-            for prompt in active:
-                pool = pools[prompt.prompt_id]
-                num = self._allocate(pool.num_drawn, pool.num_positive, pool.num_negative,
-                                     cfg.samples_per_round, cfg.max_samples, cfg.group_size)
-                if num > 0:
-                    requests.append(GenerationRequest(prompt, num))
+            requests = self._round_requests(active, pools, priors, budget)
             if not requests:
                 break
             try:
@@ -137,7 +144,33 @@ class AdaptiveSampler:
             if not active:
                 break
         groups = self._select_groups(prompts, pools)
-        return build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error)
+        batch = build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error)
+        if budget is not None:
+            finish_budget_step(batch, budget, cfg.group_size, self.memory, prompts)
+        return batch
+
+    def _round_requests(self, active: list[Prompt], pools: dict[PromptId, PromptPool],
+                        priors: dict[PromptId, tuple[float, float]], budget: int | None) -> list[GenerationRequest]:
+        """This round's requests: per prompt from the allocation rule, or, in budget mode, for the whole batch from
+        the step allocation rule and the budget left."""
+        cfg = self.config
+        if self._step_rule is None:
+            requests = []
+            for prompt in active:
+                pool = pools[prompt.prompt_id]
+                num = self._allocate(pool.num_drawn, pool.num_positive, pool.num_negative,
+                                     cfg.samples_per_round, cfg.max_samples, cfg.group_size)
+                if num > 0:
+                    requests.append(GenerationRequest(prompt, num))
+            return requests
+        states = [PoolState(*priors[p.prompt_id], pools[p.prompt_id].num_drawn, pools[p.prompt_id].num_positive,
+                            pools[p.prompt_id].num_negative) for p in active]
+        budget_left = budget - sum(pool.num_drawn for pool in pools.values())  # type: ignore[operator]
+        sizes = self._step_rule(states, budget_left, samples_per_round=cfg.samples_per_round,
+                                max_samples=cfg.max_samples, group_size=cfg.group_size, exit_rule=cfg.exit_rule,
+                                min_positive=cfg.min_positive, skip=cfg.budget_skip,
+                                first_request=cfg.budget_probe)
+        return [GenerationRequest(prompt, num) for prompt, num in zip(active, sizes) if num > 0]
 
     def _select_groups(self, prompts: list[Prompt], pools: dict[PromptId, PromptPool]) -> list[Group]:
         cfg, groups = self.config, []
@@ -154,10 +187,46 @@ class AdaptiveSampler:
 
     # -- checkpointing ----------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"rng": self.rng.bit_generator.state}
+        state: dict[str, Any] = {"rng": self.rng.bit_generator.state}
+        if getattr(self, "memory", None) is not None:
+            state["memory"] = self.memory.state_dict()  # type: ignore[union-attr]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
+        if getattr(self, "memory", None) is not None and "memory" in state:
+            self.memory.load_state_dict(state["memory"])  # type: ignore[union-attr]
+
+
+def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory: PassRateMemory | None,
+                       prompts: list[Prompt]) -> None:
+    """Budget mode, after a step: the budget metrics, skipped prompts out of ``num_empty``, the memory updated.
+
+    A *skipped* prompt drew nothing (its samples were worth more elsewhere): it has no group and is counted in
+    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a backend returned
+    fewer than asked, or failed verifications were dropped, and the budget bought no top-up) is trained on as it is:
+    its whole-pool advantages are unbiased, a one-class short pool has all-zero advantages and moves nothing, and
+    dropping it would discard signal already paid for. It is counted in ``num_short_groups``.
+    """
+    pools = batch.pools
+    num_skipped = sum(1 for pool in pools.values() if pool.num_drawn == 0)
+    batch.num_empty -= num_skipped
+    total = batch.metrics["total_samples"]
+    batch.metrics.update({
+        "num_empty": float(batch.num_empty),
+        "budget": float(budget),
+        "budget_used_fraction": total / budget,
+        "num_skipped": float(num_skipped),
+        "skipped_fraction": num_skipped / len(prompts),
+        "num_short_groups": float(sum(1 for g in batch.groups if len(g.completions) < group_size)),
+    })
+    if memory is not None:
+        by_id = {p.prompt_id: p for p in prompts}
+        for prompt_id, pool in pools.items():
+            if pool.count:
+                memory.update(by_id[prompt_id], pool.num_positive, pool.num_negative)
+        memory.advance()
+        batch.metrics["memory_prompts"] = float(len(memory))
 
 
 class DynamicSampler:

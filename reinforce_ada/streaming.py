@@ -494,6 +494,8 @@ class StreamingSampler(AdaptiveSampler):
         self.generator = engine
         self.verifier = verifier
         self.config = config or SamplerConfig()
+        if self.config.is_budget:
+            raise ConfigError("allocation='budget' runs on the round-based sampler (AdaptiveSampler), not streaming")
         self.options = options or StreamingOptions()
         self.memory = memory
         self._exit_rule = get_exit_rule(self.config.exit_rule, min_positive=self.config.min_positive)

@@ -156,6 +156,13 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
                              cap_below=config.cap_below)
     if isinstance(sampler_config, DynamicSamplingConfig):
         return DynamicSampler(generator, verifier, sampler_config)
+    if sampler_config.is_budget:  # budget mode: priors from the cross-step pass-rate memory (checkpointed)
+        from reinforce_ada.memory import PassRateMemory
+
+        memory = PassRateMemory(half_life=config.memory_half_life, max_evidence=config.memory_max_evidence)
+        if config.memory_seed:
+            memory.seed_from_file(config.memory_seed)
+        return AdaptiveSampler(generator, verifier, sampler_config, memory=memory)
     return AdaptiveSampler(generator, verifier, sampler_config)
 
 

@@ -13,8 +13,9 @@ from reinforce_ada.core.advantages import (
     pool_advantages,
     pool_importance_weights,
 )
-from reinforce_ada.core.allocation import ALLOCATION_RULES, get_allocation_rule
+from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES, get_allocation_rule
 import reinforce_ada.core.beta_allocation  # noqa: F401,E402 -- registers the beta-* allocation rules
+import reinforce_ada.core.budget_allocation  # noqa: F401,E402 -- registers the "budget" step allocation rule
 from reinforce_ada.core.exits import EXIT_RULES, get_exit_rule
 from reinforce_ada.core.losses import AGGREGATIONS, aggregate, ppo_clip_loss
 from reinforce_ada.core.registry import Registry
@@ -26,6 +27,7 @@ __all__ = [
     "ALLOCATION_RULES",
     "EXIT_RULES",
     "SELECTION_RULES",
+    "STEP_ALLOCATION_RULES",
     "Registry",
     "aggregate",
     "baseline_advantages",

@@ -3,6 +3,11 @@
 The paper gives every active prompt the same ``M`` (``samples_per_round``) per round, which is the ``fixed`` rule.
 Every rule is capped so that a prompt never receives more than ``max_samples`` (``M * N``) completions in one step.
 Signature: ``rule(num_drawn, num_positive, num_negative, samples_per_round, max_samples, group_size) -> int``.
+
+*Step* allocation rules (:data:`STEP_ALLOCATION_RULES`) decide for the whole batch at once, because they share one
+budget per step: ``rule(states, budget_left, *, samples_per_round, max_samples, group_size, exit_rule,
+min_positive, skip) -> list[int]``, one request size per still-active prompt (``"budget"``, in
+:mod:`reinforce_ada.core.budget_allocation`). ``SamplerConfig.allocation`` names a rule of either kind.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from reinforce_ada.core.registry import Registry
 AllocationRule = Callable[[int, int, int, int, int, int], int]
 
 ALLOCATION_RULES: Registry[AllocationRule] = Registry("allocation rule")
+
+StepAllocationRule = Callable[..., list[int]]
+
+STEP_ALLOCATION_RULES: Registry[StepAllocationRule] = Registry("step allocation rule")
 
 
 @ALLOCATION_RULES.register("fixed")

@@ -85,7 +85,16 @@ class AdaGRPOConfig(GRPOConfig):
     )
     allocation: str = field(
         default="fixed",
-        metadata={"help": "How many completions an active prompt gets next round ('fixed': M)."},
+        metadata={"help": "How many completions an active prompt gets next round ('fixed': M). 'budget': budget "
+                          "mode -- sample_budget_per_step samples per generation batch, allocated over the prompts "
+                          "by a cross-step pass-rate memory (exit_rule 'mixed' or 'balanced'). TRL needs a group "
+                          "per prompt, so every prompt first gets its num_generations samples and only the budget "
+                          "above that is allocated by value."},
+    )
+    sample_budget_per_step: int | None = field(
+        default=None,
+        metadata={"help": "Budget mode (allocation='budget'): samples this process draws per generation batch, over "
+                          "its prompts (None: num_generations x its prompts, what GRPO draws); at least that."},
     )
     sampler_seed: int | None = field(
         default=None,
@@ -115,6 +124,11 @@ class AdaGRPOConfig(GRPOConfig):
                 f"{self.num_generations}: each process samples whole prompts, so it must hold whole groups"
             )
         self.sampler_config()  # validates the sampling fields now, before any model is loaded
+        if self.sample_budget_per_step is not None:
+            minimum = local_batch  # num_generations x this process's prompts per generation batch
+            if self.sample_budget_per_step < minimum:
+                raise ConfigError(f"sample_budget_per_step={self.sample_budget_per_step} is below one group per "
+                                  f"prompt: at least per_device_train_batch_size x steps_per_generation = {minimum}")
 
     def sampler_config(self, process_index: int = 0) -> SamplerConfig:
         """The :class:`SamplerConfig` this run samples with (``group_size = num_generations``)."""
@@ -125,6 +139,7 @@ class AdaGRPOConfig(GRPOConfig):
             selection=self.selection, unexited="keep", advantage=self.advantage, normalize_std=self.normalize_std,
             epsilon=self.advantage_epsilon, importance_weights=self.importance_weights, allocation=self.allocation,
             on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
+            sample_budget_per_step=self.sample_budget_per_step, budget_skip=False,  # TRL: a group per prompt
         )
 
     def to_dict(self) -> dict[str, Any]:

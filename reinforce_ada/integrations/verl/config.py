@@ -30,6 +30,7 @@ ESTIMATOR_NAME = "reinforce_ada"
 SAMPLER_KEYS = (
     "samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection", "unexited",
     "advantage", "normalize_std", "epsilon", "allocation", "on_verifier_failure", "generation_retries", "seed",
+    "sample_budget_per_step",
 )
 """Keys accepted under ``algorithm.reinforce_ada`` (each is the :class:`SamplerConfig` field of the same name)."""
 
@@ -94,9 +95,18 @@ def sampler_config_from_verl(config: Any) -> SamplerConfig:
     if group_size is None:
         raise ConfigError("actor_rollout_ref.rollout.n is missing: it is the group size n the trainer trains on")
     try:
-        return SamplerConfig(group_size=int(group_size), **settings)
+        # budget_skip=False: verl expects rows for every prompt, so budget mode gives each its group first
+        sampler = SamplerConfig(group_size=int(group_size), budget_skip=False, **settings)
     except ConfigError as err:
         raise ConfigError(f"algorithm.{ESTIMATOR_NAME}: {err}") from None
+    prompts_per_step = _get(config, "data.train_batch_size")
+    if sampler.sample_budget_per_step is not None and isinstance(prompts_per_step, int):
+        minimum = sampler.group_size * prompts_per_step
+        if sampler.sample_budget_per_step < minimum:
+            raise ConfigError(f"algorithm.{ESTIMATOR_NAME}.sample_budget_per_step={sampler.sample_budget_per_step} "
+                              f"is below one group per prompt: at least rollout.n x data.train_batch_size = "
+                              f"{sampler.group_size} x {prompts_per_step} = {minimum}")
+    return sampler
 
 
 def estimator_settings(algorithm: Any) -> tuple[str, bool, float]:

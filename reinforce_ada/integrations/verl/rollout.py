@@ -33,6 +33,7 @@ from reinforce_ada.integrations.verl.convert import (
     completions_from_dataproto,
     prompts_from_dataproto,
 )
+from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest, Verifier
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
@@ -202,6 +203,8 @@ class ReinforceAdaRollout:
         self.reward_fn = reward_fn
         self.tokenizer = tokenizer
         self._sampler_rng_state: dict | None = None
+        self.memory = PassRateMemory() if config.is_budget else None
+        """Budget mode: the cross-step pass-rate memory, kept across steps (one sampler is built per step)."""
         self.num_steps = 0
         self.last_batch: SampledBatch | None = None
         self.last_metrics: dict[str, float] = {}
@@ -219,7 +222,7 @@ class ReinforceAdaRollout:
                                          tokenizer=self.tokenizer, meta_info=prompts.meta_info,
                                          require_scores=self.verifier is None and self.reward_fn is None)
         verifier = self.verifier if self.verifier is not None else RolloutRewardVerifier(generator, self.reward_fn)
-        sampler = AdaptiveSampler(generator, verifier, self.config)
+        sampler = AdaptiveSampler(generator, verifier, self.config, memory=self.memory)
         # One sampler per step (its generator is bound to this request). verl's trainer sends its step number: the
         # selection RNG is then a function of (seed, step), so a run resumed from a verl checkpoint selects exactly
         # what the uninterrupted run would, with nothing to save. Without a step number the RNG carries over.
