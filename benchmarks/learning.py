@@ -54,6 +54,8 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
                          samples_per_round=1, max_rounds=32),
     # budget mode (branch budget): GRPO's samples per step (or --budget), spread by predicted value, mixed exit rule
     "ada-budget": dict(strategy="ada-budget"),
+    "ada-budget-probe2": dict(strategy="ada-budget", budget_probe=2),  # 2 samples first, re-planned once scored
+    "ada-budget-2x": dict(strategy="ada-budget", sample_budget_per_step="2x"),  # twice GRPO's samples per step
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                                 samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,
@@ -145,6 +147,9 @@ def train_config(task: str, strategy: str, lr: float, seed: int, args: argparse.
     fields = dict(STRATEGIES[strategy])
     if args.budget is not None and fields.get("strategy") == "ada-budget":
         fields["sample_budget_per_step"] = args.budget
+    elif isinstance(fields.get("sample_budget_per_step"), str):  # "<k>x": k times GRPO's samples per step
+        fields["sample_budget_per_step"] = int(float(fields["sample_budget_per_step"][:-1]) * GROUP_SIZE
+                                               * args.batch_size)
     return TrainConfig(task=task, seed=seed, max_steps=args.steps, eval_steps=args.eval_every,
                        batch_size=args.batch_size, learning_rate=lr, output_dir=str(out),
                        eval_prompts=args.eval_prompts, num_threads=args.threads, **fields)
@@ -175,8 +180,13 @@ def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace
     from reinforce_ada.plotting import read_metrics
     from reinforce_ada.trainer import Trainer
 
+    from reinforce_ada.data import get_task
+
     out = Path(args.out) / f"{task}-{strategy}-lr{lr:g}-seed{seed}"
-    trainer = Trainer(train_config(task, strategy, lr, seed, args, out))
+    # A fixed training set of --train-prompts prompts (drawn by the seed), cycled in a seeded order, so prompts
+    # recur every --train-prompts / --batch-size steps as in multi-epoch RL; 0: the trainer's own 4096-prompt pool.
+    train = get_task(task).prompts(args.train_prompts, seed=seed, split="train") if args.train_prompts else None
+    trainer = Trainer(train_config(task, strategy, lr, seed, args, out), train_prompts=train)
     trainer.train()
     tokens_at, history, zero_variance = {0: 0}, [], []
     for record in read_metrics(out):
@@ -368,6 +378,12 @@ def plot(report: dict, rows: list[dict], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def write_results(path: Path, rows: list[dict], details: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": rows}))
+    details_path(path).write_text(json.dumps(details))
+
+
 def details_path(json_path: Path) -> Path:
     return json_path.with_name(json_path.stem + "_details.json")
 
@@ -388,6 +404,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="learning-rate grid; every strategy is reported at its own best rate")
     parser.add_argument("--budget", type=int, default=None, metavar="SAMPLES",
                         help="samples per step of the ada-budget strategies (default: GRPO's, 4 x --batch-size)")
+    parser.add_argument("--train-prompts", type=int, default=0,
+                        help="size of the training set, cycled (0: the trainer's 4096-prompt pool, no prompt recurs "
+                             "within 128 steps)")
     parser.add_argument("--eval-prompts", type=int, default=200)
     parser.add_argument("--bucket-prompts", type=int, default=200,
                         help="held-out prompts for the difficulty buckets (0: skip the buckets)")
@@ -396,7 +415,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", default="runs/benchmark-learning", help="folder for the run folders")
     parser.add_argument("--docs", default="docs", help="plots go to DOCS/img/learning-<task>.png")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the histories (and PATH's _details)")
-    parser.add_argument("--from-json", default=None, metavar="PATH", help="report from PATH instead of training")
+    parser.add_argument("--from-json", nargs="+", default=None, metavar="PATH",
+                        help="report from these --json files (merged) instead of training")
+    parser.add_argument("--merge-json", default=None, metavar="PATH",
+                        help="with --from-json: also write the merged rows (and details) to PATH")
     parser.add_argument("--no-write", action="store_true", help="print the tables only (no plots)")
     args = parser.parse_args(argv)
     for task in args.task:
@@ -411,6 +433,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.budget is not None and args.budget < GROUP_SIZE * args.batch_size:
         parser.error(f"--budget {args.budget} is below one group per prompt: at least group size x --batch-size = "
                      f"{GROUP_SIZE} x {args.batch_size} = {GROUP_SIZE * args.batch_size}")
+    if args.train_prompts < 0 or 0 < args.train_prompts < args.batch_size:
+        parser.error(f"--train-prompts must be 0 or at least --batch-size {args.batch_size} (got {args.train_prompts})")
     if args.bucket_prompts < 0 or args.bucket_samples < 1:
         parser.error("--bucket-prompts must be >= 0 and --bucket-samples >= 1")
     if any(not (lr > 0 and math.isfinite(lr)) for lr in args.lrs):
@@ -427,10 +451,16 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.from_json:
-        rows = json.loads(Path(args.from_json).read_text())["rows"]
-        details_file = details_path(Path(args.from_json))
-        details = json.loads(details_file.read_text()) if details_file.exists() else {}
+        rows, details = [], {}
+        for name in args.from_json:  # several files (e.g. one per task, run in parallel) are merged
+            rows += json.loads(Path(name).read_text())["rows"]
+            details_file = details_path(Path(name))
+            for key, value in (json.loads(details_file.read_text()) if details_file.exists() else {}).items():
+                if isinstance(value, dict):
+                    details.setdefault(key, {}).update(value)
         tasks = list(dict.fromkeys(row["task"] for row in rows))
+        if args.merge_json:
+            write_results(Path(args.merge_json), rows, details)
     else:
         rows, details, tasks = [], {"zero_variance": {}, "start_pass_rates": {}, "start_pass_rates_baseline": {},
                                     "end_pass_rates": {},
@@ -452,13 +482,11 @@ def main(argv=None) -> int:
                         print(f"[{time.perf_counter() - started:7.0f} s] {task} {strategy} lr {lr:g} seed {seed}: "
                               f"accuracy {result['history'][0][2]:.3f} -> {result['history'][-1][2]:.3f}, "
                               f"{result['history'][-1][1]:,} tokens", file=sys.stderr, flush=True)
-        details["wall_seconds"] = round(time.perf_counter() - started, 1)
+                        details["wall_seconds"] = round(time.perf_counter() - started, 1)
+                        if args.json:  # after every run, so an interrupted benchmark keeps what it measured
+                            write_results(Path(args.json), rows, details)
         if args.json:
-            path = Path(args.json)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"rows": rows}))
-            details_path(path).write_text(json.dumps(details))
-            print(f"wrote {path} and {details_path(path)}")
+            print(f"wrote {args.json} and {details_path(Path(args.json))}")
     for task in tasks:
         report = analyse(task, rows, details)
         print_report(report)
