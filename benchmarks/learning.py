@@ -52,6 +52,9 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
                             samples_per_round=1, max_rounds=32),
     "stream-mixed": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                          samples_per_round=1, max_rounds=32),
+    # the same with at most 8 samples per prompt (2x GRPO's): hopeless prompts cost 8, not 32
+    "stream-mixed-cap8": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                              samples_per_round=1, max_rounds=8),
     # budget mode (branch budget): GRPO's samples per step (or --budget), spread by predicted value, mixed exit rule
     "ada-budget": dict(strategy="ada-budget"),
     "ada-budget-probe2": dict(strategy="ada-budget", budget_probe=2),  # 2 samples first, re-planned once scored
@@ -378,6 +381,15 @@ def plot(report: dict, rows: list[dict], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def _merge(into: dict, other: dict) -> None:
+    """Deep-merge ``other`` into ``into`` (dicts merged key by key; anything else: the first value kept)."""
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        elif key not in into:
+            into[key] = value
+
+
 def write_results(path: Path, rows: list[dict], details: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rows": rows}))
@@ -451,13 +463,18 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.from_json:
-        rows, details = [], {}
+        rows, details, seen = [], {}, {}
         for name in args.from_json:  # several files (e.g. one per task, run in parallel) are merged
-            rows += json.loads(Path(name).read_text())["rows"]
+            for row in json.loads(Path(name).read_text())["rows"]:
+                key = (row["task"], row["strategy"], row["lr"], row["seed"])
+                if key in seen:  # the same run in two files (e.g. GRPO, the reference of both): keep one
+                    if seen[key] != row["history"]:
+                        print(f"note: {key} differs between files; keeping the first", file=sys.stderr)
+                    continue
+                seen[key] = row["history"]
+                rows.append(row)
             details_file = details_path(Path(name))
-            for key, value in (json.loads(details_file.read_text()) if details_file.exists() else {}).items():
-                if isinstance(value, dict):
-                    details.setdefault(key, {}).update(value)
+            _merge(details, json.loads(details_file.read_text()) if details_file.exists() else {})
         tasks = list(dict.fromkeys(row["task"] for row in rows))
         if args.merge_json:
             write_results(Path(args.merge_json), rows, details)
