@@ -55,6 +55,8 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
     # the same with at most 8 samples per prompt (2x GRPO's): hopeless prompts cost 8, not 32
     "stream-mixed-cap8": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                               samples_per_round=1, max_rounds=8),
+    "stream-mixed-cap6": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                              samples_per_round=1, max_rounds=6),
     # budget mode (branch budget): GRPO's samples per step (or --budget), spread by predicted value, mixed exit rule
     "ada-budget": dict(strategy="ada-budget"),
     "ada-budget-probe2": dict(strategy="ada-budget", budget_probe=2),  # 2 samples first, re-planned once scored
