@@ -20,7 +20,9 @@ What it reports, per task (mean over seeds, 95% t-interval; details in docs/benc
   bucketed by the start model's pass rate over ``--bucket-samples`` samples).
 
     python benchmarks/learning.py --task arithmetic arithmetic-mixed --seeds 0 1 2 3 4 --steps 40 --eval-every 4 \\
-        --json docs/learning_results.json
+        --lrs 5e-4 1e-3 --strategies grpo ada-positive ada-balanced stream-mixed --json results.json
+
+(the documented run's exact commands, split over processes, and its results: docs/benchmarks.md.)
 
 ``--json PATH`` writes ``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, total_generated_tokens,
 heldout_accuracy], ...]}, ...]}`` (step 0 included), and next to it ``<stem>_details.json`` (zero-variance per step,

@@ -24,6 +24,7 @@ def test_other_settings_do_not_use_a_shipped_model():
     assert shipped_start_model(WarmStartSettings.from_config(TrainConfig(task_digits=3))) is None
 
 
+@pytest.mark.slow
 def test_the_trainer_loads_the_shipped_weights(tmp_path, monkeypatch):
     import torch
     from safetensors.torch import load_file
