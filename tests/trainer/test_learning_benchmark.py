@@ -91,3 +91,19 @@ def test_json_schema_from_a_tiny_run(tmp_path):
         assert all(0.0 <= h[2] <= 1.0 for h in row["history"])
     assert bench.details_path(out).exists()
     assert bench.main(["--from-json", str(out), "--no-write"]) == 0
+
+
+def test_from_json_merges_files_and_keeps_a_repeated_run_once(tmp_path, capsys):
+    bench = load_benchmark()
+    grpo = {"task": "t", "strategy": "grpo", "lr": 1.0, "seed": 0, "history": [[0, 0, 0.2], [4, 100, 0.4]]}
+    ada = {"task": "t", "strategy": "ada-balanced", "lr": 1.0, "seed": 0, "history": [[0, 0, 0.2], [4, 300, 0.5]]}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    bench.write_results(first, [grpo], {"zero_variance": {"t": {"grpo": {"1.0": {"0": [0.5]}}}}})
+    bench.write_results(second, [grpo, ada], {"zero_variance": {"t": {"ada-balanced": {"1.0": {"0": [0.1]}}}}})
+    merged = tmp_path / "merged.json"
+    assert bench.main(["--from-json", str(first), str(second), "--merge-json", str(merged), "--no-write"]) == 0
+    rows = json.loads(merged.read_text())["rows"]
+    assert [(r["strategy"], r["seed"]) for r in rows] == [("grpo", 0), ("ada-balanced", 0)]
+    details = json.loads(bench.details_path(merged).read_text())
+    assert set(details["zero_variance"]["t"]) == {"grpo", "ada-balanced"}
+    assert "ada-balanced @ 1 *" in capsys.readouterr().out
