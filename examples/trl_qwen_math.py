@@ -2,7 +2,7 @@
 
 The paper's setup (arXiv 2510.04996): final group size n = 4 (TRL's ``num_generations``), M = 8 samples per round,
 at most N = 4 rounds, the *balanced* exit rule and balanced downsampling, whole-pool baseline ``A = r - mean(pool)``
-(no std normalisation), token-level PPO-clip with clip range 0.2 / 0.28 (``epsilon`` / ``epsilon_high``,
+(no std normalisation: ``scale_rewards="none"``), token-level PPO-clip with clip range 0.2 / 0.28 (``epsilon`` / ``epsilon_high``,
 ``loss_type="dapo"`` = token mean) and dual-clip (``delta=3``), no KL term. Everything else is TRL's
 ``GRPOTrainer``: the diff from a plain TRL GRPO script is the import and the three sampling fields
 (``samples_per_round``, ``max_rounds``, ``exit_rule``).
@@ -32,7 +32,7 @@ INSTRUCTION = "Please reason step by step, and put your final answer within \\bo
 PAPER_DEFAULTS: dict[str, Any] = dict(
     # Reinforce-Ada sampling (the paper's Reinforce-Ada-balance).
     num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balanced", selection="balanced",
-    advantage="pool", normalize_std=False,
+    advantage="pool", scale_rewards="none",
     # Loss: token-level PPO-clip, asymmetric clip, dual-clip (TRL's `delta` caps the ratio, which for negative
     # advantages is dual-clip with c = 3, verl's default clip_ratio_c), no KL.
     loss_type="dapo", epsilon=0.2, epsilon_high=0.28, delta=3.0, beta=0.0,

@@ -1,4 +1,10 @@
-"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts."""
+"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts.
+
+Errors: an option no subcommand has is refused (no prefix matching: ``--learning-rat`` is not ``--learning-rate``).
+A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
+(``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
+``error: <message>`` and the command exits with status 2; any other exception is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import logging
 import sys
 from dataclasses import asdict
 from pathlib import Path
+
+from reinforce_ada.errors import UsageError, UserError
 
 
 def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +42,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     from reinforce_ada.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
 
     if args.prompts <= 0:
-        raise SystemExit("error: --prompts must be positive")
+        raise UsageError("--prompts must be positive")
     SamplerConfig(samples_per_round=args.samples_per_round, max_rounds=args.max_rounds, group_size=args.group_size)
     rates = pass_rates_from(args.dist, args.prompts, args.seed)
     results = simulate(rates, samples_per_round=args.samples_per_round, max_rounds=args.max_rounds,
@@ -105,10 +113,18 @@ def _run_plot(args: argparse.Namespace) -> int:
 _COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.select_prompts", "reinforce_ada.simulate_multistep")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` without prefix matching; ``add_subparsers`` makes every subcommand's parser one too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(prog="reinforce-ada", description=__doc__)
+    parser = _Parser(prog="reinforce-ada", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_train(subparsers)
@@ -130,11 +146,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from reinforce_ada.guards import RunStopped
+
     try:
         return args.func(args)
-    except (ValueError, TypeError, OSError, ImportError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (UserError, ImportError) as err:
+        print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
+    except RunStopped as err:  # a run that cannot learn: stopped early, with the cause
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    except OSError as err:
+        print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
+        return 2
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _os_error_message(err: OSError) -> str:
+    """``strerror: file`` when the OS named the file, else the message as raised (it usually names it)."""
+    if err.filename is not None and err.strerror:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
-"""Typed configuration. Every field is documented; cross-field checks run in ``__post_init__`` so bad values fail
-before any model is loaded or any completion generated, with a message naming the field."""
+"""Typed configuration. Every field is documented. ``__post_init__`` first checks every value against its field's
+annotation (:func:`check_field_types`: ``config field `max_steps`: expected int, got list [1, 2]``), then ranges and
+cross-field rules, so bad values fail before any model is loaded or any completion generated, with a message naming
+the field. :func:`load_config` reads a YAML file (errors name the file and line) and command-line overrides."""
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import math
+import numbers
 import re
+import types
+import typing
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -12,10 +19,93 @@ from reinforce_ada.core.advantages import ADVANTAGES
 from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
 from reinforce_ada.core.exits import EXIT_RULES
 from reinforce_ada.core.selection import SELECTION_RULES
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["ConfigError", "DynamicSamplingConfig", "SamplerConfig", "TrainConfig", "check_field_types", "load_config"]
 
 
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field."""
+# -- the one type check every config runs first ---------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    """Each field's annotation, resolved; one this module cannot resolve is left unchecked (``Any``)."""
+    try:
+        return typing.get_type_hints(cls)
+    except NameError:
+        namespace = vars(__import__(cls.__module__, fromlist=["_"]))
+        hints: dict[str, Any] = {}
+        for f in fields(cls):
+            try:
+                hints[f.name] = eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
+            except Exception:  # noqa: BLE001 -- an annotation naming something not imported here
+                hints[f.name] = Any
+        return hints
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    """Whether ``value`` is of the annotated type (bool is not an int; an int is a float; NaN and inf are not)."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(member, value) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and math.isfinite(value))  # type: ignore[arg-type]
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return callable(value)
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_accepts(args[0], v) for v in value)
+        return len(value) == len(args) and all(_accepts(a, v) for a, v in zip(args, value))
+    return True  # an annotation this check does not know: left to __post_init__
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(member) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if annotation is float:
+        return "a finite float"
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return "a callable"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_field_types(cls: type, values: dict[str, Any], source: str | None = None) -> None:
+    """Raise :class:`ConfigError` for the first value in ``values`` that is not of its field's annotated type.
+
+    The message names the field, the type expected and the value got, e.g. ``config field `max_steps`: expected
+    int, got list [1, 2]``; ``source`` (a file name) is put in front when given. Fields unknown to ``cls`` are left
+    to the caller.
+    """
+    hints = _field_types(cls)
+    for name, value in values.items():
+        if name in hints and not _accepts(hints[name], value):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}config field `{name}`: expected {_type_name(hints[name])}, "
+                              f"got {type(value).__name__} {_shown(value)}")
+
+
+def _check_types(config: Any) -> None:
+    check_field_types(type(config), {f.name: getattr(config, f.name) for f in fields(config)})
 
 
 def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
@@ -73,11 +163,20 @@ class SamplerConfig:
     """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
     signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
     allocated by value (TRL and verl need a group per prompt)."""
+    budget_half_life: float | None = 2.0
+    """Budget mode: presentations of a prompt after which its remembered evidence counts half (the memory decays
+    per visit of the prompt, not per step, so it works whatever the number of steps between visits; a skipped prompt
+    decays too and is retried later). None: never decays."""
     budget_probe: int | None = None
     """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
     re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
     with fewer than ``group_size`` samples and is trained on what it has (counted as ``num_short_groups``).
     Ignored when ``budget_skip`` is False."""
+    budget_min_group: int | None = None
+    """Budget mode: the pool size at which a prompt may exit (None: ``group_size``). With a probe of 2 and the
+    ``mixed`` rule, ``2`` lets a prompt whose probe already holds both classes stop there (a short group with
+    signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
+    ``budget_skip`` is False."""
     on_verifier_failure: str = "zero"
     """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
     removes it from the pool (and counts it). Neither loses the prompt."""
@@ -87,6 +186,7 @@ class SamplerConfig:
     """Seed for the random choices of selection."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("samples_per_round", "max_rounds", "group_size", "min_positive"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -114,7 +214,7 @@ class SamplerConfig:
             value = self.sample_budget_per_step
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"sample_budget_per_step must be a positive integer (got {value!r})")
-        for name in ("sample_budget_per_step", "budget_probe"):
+        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
             if getattr(self, name) is not None and self.allocation != "budget":
                 raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
                                   f"(got allocation={self.allocation!r})")
@@ -123,6 +223,15 @@ class SamplerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
                 raise ConfigError(f"budget_probe must be an integer in 1..group_size={self.group_size} "
                                   f"(got {value!r})")
+        if self.budget_min_group is not None:
+            value = self.budget_min_group
+            if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= self.group_size:
+                raise ConfigError(f"budget_min_group must be an integer in 2..group_size={self.group_size} "
+                                  f"(got {value!r})")
+        if self.budget_half_life is not None and not (isinstance(self.budget_half_life, (int, float))
+                                                      and math.isfinite(self.budget_half_life)
+                                                      and self.budget_half_life > 0):
+            raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
         if self.allocation == "budget":
             from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
 
@@ -138,6 +247,13 @@ class SamplerConfig:
     def max_samples(self) -> int:
         """The per-prompt budget of one step, M * N."""
         return self.samples_per_round * self.max_rounds
+
+    @property
+    def min_exit_count(self) -> int:
+        """The pool size a prompt needs before it may exit: ``group_size``, or budget mode's ``budget_min_group``."""
+        if self.is_budget and self.budget_skip and self.budget_min_group is not None:
+            return self.budget_min_group
+        return self.group_size
 
     @property
     def is_budget(self) -> bool:
@@ -191,6 +307,7 @@ class DynamicSamplingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("batch_size", "group_size", "max_generation_batches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -294,8 +411,9 @@ class TrainConfig:
     """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
-    answer_key: str = "answer"
-    """Column holding the reference answer."""
+    answer_key: str | None = "answer"
+    """Column holding the reference answer; every row must have one (rows without are refused, naming them).
+    ``null`` in a YAML file: no answer column, for a ``module:function`` verifier that needs none."""
     template: str | None = None
     """Format string applied to every prompt, with ``{prompt}``."""
     system_prompt: str | None = None
@@ -306,6 +424,18 @@ class TrainConfig:
     """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
+    verifier_answer_kwarg: str | None = None
+    """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
+    dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
+    ``fn(prompts, completions, solution, **kwargs)``."""
+    verifier_timeout: float | None = None
+    """Seconds one verifier call may take; past it the call is killed and its completions count as failures
+    (``verifier/timeouts``). ``math`` applies it per completion in its own workers; every other verifier (custom
+    ``module:function`` ones included) then runs in a worker process. None: ``math``'s default of 5 s, none for the
+    others."""
+    max_verifier_failure_rate: float = 1.0
+    """Stop the run when at least this share of a step's (or an evaluation's) completions could not be scored (the
+    verifier raised, timed out or returned None). 1.0: only when all of them failed; values above 1 never stop."""
 
     # -- sampling (the paper's names) --------------------------------------------------------------------------------
     strategy: str = "ada-balanced"
@@ -353,17 +483,23 @@ class TrainConfig:
     sample_budget_per_step: int | None = None
     """``ada-budget``: samples drawn per step over all the batch's prompts (None: ``group_size x batch_size``, what
     GRPO draws); at least that. Each prompt still draws at most M * N; rounds: at most N."""
+    budget_half_life: float | None = 2.0
+    """``ada-budget``: presentations of a prompt after which its remembered pass-rate evidence counts half (per visit,
+    not per step; None: never decays). ``memory_max_evidence`` and ``memory_seed`` also apply."""
     budget_probe: int | None = None
     """``ada-budget``: samples a prompt draws first (None: ``group_size``). Smaller: cheaper on prompts that turn out
     saturated or hopeless; such a prompt may end with fewer than ``group_size`` samples (trained on as it is)."""
+    budget_min_group: int | None = None
+    """``ada-budget``: the pool size at which a prompt may exit (None: ``group_size``); e.g. 2 with
+    ``budget_probe=2``: a probe holding both classes stops there as a short group with signal."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False
     """Streaming: keep per-prompt pass-rate estimates across steps (content-hashed, decayed; checkpointed) to size
     first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
     memory_half_life: float = 8.0
-    """Streaming memory and ``ada-budget`` (which always keeps one): steps after which an old observation counts
-    half."""
+    """Streaming memory: steps after which an old observation counts half (``ada-budget``: see
+    ``budget_half_life``)."""
     memory_max_evidence: float = 128.0
     """Streaming memory and ``ada-budget``: most (decayed) samples remembered per prompt."""
     memory_seed: str | None = None
@@ -425,7 +561,14 @@ class TrainConfig:
     save_steps: int = 0
     """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
-    """Continue from the latest checkpoint in ``output_dir``."""
+    """Continue from the latest checkpoint in ``output_dir``. Settings that change what the run learns (seed,
+    strategy, learning rate, batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
+    overwrite: bool = False
+    """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
+    a folder is refused."""
+    force_resume_changes: bool = False
+    """Resume even though settings differ from the checkpoint's; the changes are recorded in
+    ``config_history.jsonl``."""
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int | None = None
@@ -444,6 +587,7 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         self._resolve_model_defaults()
         positive_ints = ("batch_size", "samples_per_round", "max_rounds", "group_size", "max_new_tokens",
                          "generation_batch_size", "ppo_epochs", "micro_batch_size", "max_steps", "lora_r",
@@ -477,7 +621,7 @@ class TrainConfig:
         if self.sampler == "streaming" and (not self.strategy.startswith("ada-") or self.strategy == "ada-budget"):
             raise ConfigError(f"sampler='streaming' runs the ada-balanced/positive/mixed strategies, not "
                               f"strategy={self.strategy!r} (ada-budget runs on sampler='rounds')")
-        for name in ("sample_budget_per_step", "budget_probe"):
+        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
             if getattr(self, name) is not None and self.strategy != "ada-budget":
                 raise ConfigError(f"{name} is a setting of strategy='ada-budget' (got strategy={self.strategy!r})")
         if self.strategy == "ada-budget" and self.sample_budget_per_step is not None:
@@ -512,9 +656,26 @@ class TrainConfig:
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
+        if self.template is not None and "{prompt}" not in self.template:
+            raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {self.template!r})")
+        self._check_run_safety_fields()
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # validates M, N, n, rules, thresholds
+
+    def _check_run_safety_fields(self) -> None:
+        """The fields of the run's guards (verifier failures and timeout, run-folder safety)."""
+        if self.verifier_timeout is not None and not (isinstance(self.verifier_timeout, (int, float))
+                                                      and math.isfinite(self.verifier_timeout)
+                                                      and self.verifier_timeout > 0):
+            raise ConfigError(f"verifier_timeout must be a positive number of seconds (got {self.verifier_timeout!r})")
+        rate = self.max_verifier_failure_rate
+        if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
+            raise ConfigError(f"max_verifier_failure_rate must be a number > 0 (got {rate!r})")
+        if self.verifier_answer_kwarg is not None and not str(self.verifier_answer_kwarg).isidentifier():
+            raise ConfigError(f"verifier_answer_kwarg must be a Python identifier (got {self.verifier_answer_kwarg!r})")
+        if self.resume and self.overwrite:
+            raise ConfigError("resume and overwrite exclude each other: continue the run in output_dir, or delete it")
 
     def _resolve_model_defaults(self) -> None:
         """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
@@ -541,6 +702,7 @@ class TrainConfig:
             return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
                                  group_size=self.group_size, exit_rule="mixed", allocation="budget",
                                  sample_budget_per_step=self.sample_budget_per_step, budget_probe=self.budget_probe,
+                                 budget_half_life=self.budget_half_life, budget_min_group=self.budget_min_group,
                                  positive_threshold=self.positive_threshold, selection=self.selection,
                                  unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
                                  importance_weights=self.importance_weights, seed=self.seed)
@@ -569,13 +731,23 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+TRUE_SPELLINGS = ("true", "yes", "on", "1")
+FALSE_SPELLINGS = ("false", "no", "off", "0")
+"""What a boolean option accepts on the command line (any case). In a YAML file a boolean field takes a YAML
+boolean (``true``/``false``; YAML 1.1 also reads ``yes``/``no``/``on``/``off``); a quoted string such as ``"maybe"``
+or ``"true"`` is an error, not a truthy value."""
+
+
 def _parse_bool(text: str) -> bool:
+    import argparse
+
     lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
+    if lowered in TRUE_SPELLINGS:
         return True
-    if lowered in ("0", "false", "no", "off"):
+    if lowered in FALSE_SPELLINGS:
         return False
-    raise ValueError(f"expected a boolean, got {text!r}")
+    raise argparse.ArgumentTypeError(f"expected a boolean ({'/'.join(TRUE_SPELLINGS)} or "
+                                     f"{'/'.join(FALSE_SPELLINGS)}), got {text!r}")
 
 
 def add_config_arguments(parser: Any, cls: type) -> None:
@@ -583,33 +755,94 @@ def add_config_arguments(parser: Any, cls: type) -> None:
     import argparse
 
     docs = field_docs(cls)
+    hints = _field_types(cls)
     for f in fields(cls):
-        annotation = str(f.type)
+        members = typing.get_args(hints[f.name]) or (hints[f.name],)
         flag = "--" + f.name.replace("_", "-")
         default = "model-dependent" if f.default is None and f.name in MODEL_DEFAULTS["tiny"] else repr(f.default)
         help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if annotation == "bool":
+        if bool in members:
             parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, default=argparse.SUPPRESS,
                                 help=help_text, metavar="BOOL")
         else:
-            kind = int if annotation.startswith("int") else float if annotation.startswith("float") else str
+            kind = int if int in members else float if float in members else str
             parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, help=help_text)
 
 
-def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
-    """Build ``cls`` from an optional YAML file, then command-line overrides; unknown keys are an error."""
-    values: dict[str, Any] = {}
-    if path:
-        import yaml
+def _yaml_loader() -> type:
+    """PyYAML's safe loader, plus YAML 1.2 floats (``1e-6`` is a number, not the string PyYAML's YAML 1.1 reads)
+    and an error for a key given twice (PyYAML would keep the last one silently)."""
+    import yaml
 
-        with open(path) as fh:
-            loaded = yaml.safe_load(fh) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of config fields at the top level")
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first on line {first + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+    return Loader
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The mapping in a YAML config file; every problem is a :class:`ConfigError` naming the file (and line)."""
+    import yaml
+
+    from reinforce_ada.data.loading import read_utf8_text
+
+    text = read_utf8_text(path, error=ConfigError, what="config file")
+    try:
+        loaded = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 -- a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config fields at the top level "
+                          f"(got {type(loaded).__name__})")
+    return loaded
+
+
+def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """Build ``cls`` from an optional YAML file, then command-line overrides.
+
+    Checked before the config is built, each with a message naming the file and field: the file exists, is UTF-8
+    and valid YAML (line and column given), holds a mapping without repeated keys, names only known fields (with
+    the closest known name suggested) and gives each a value of the field's type. ``cls.__post_init__`` then checks
+    ranges and combinations.
+    """
+    import difflib
+
+    values: dict[str, Any] = {}
+    known = [f.name for f in fields(cls)]
+    if path:
+        loaded = read_config_file(path)
+        unknown = [key for key in loaded if key not in known]
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hints.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+            raise ConfigError(f"{path}: unknown config field(s) {', '.join(hints)} for {cls.__name__}")
+        check_field_types(cls, loaded, source=path)
         values.update(loaded)
     values.update(overrides or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
+    unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown config field(s) {unknown} for {cls.__name__}")
     return cls(**values)

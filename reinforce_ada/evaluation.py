@@ -26,6 +26,7 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.sampler import GenerationError, GenerationRequest, Generator, Verifier, score, validate_prompts
 from reinforce_ada.types import Prompt
 
@@ -199,14 +200,14 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     if args.k < 1:
-        raise ValueError(f"--k must be positive, got {args.k}")
+        raise UsageError(f"--k must be positive, got {args.k}")
     if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be positive, got {args.limit}")
+        raise UsageError(f"--limit must be positive, got {args.limit}")
     if len(set(args.data)) != len(args.data):
-        raise ValueError(f"--data names a source twice: {args.data}")
+        raise UsageError(f"--data names a source twice: {args.data}")
     model_dir = Path(args.model)
     if not model_dir.is_dir():
-        raise ValueError(f"--model {args.model!r} is not a checkpoint directory")
+        raise UsageError(f"--model {args.model!r} is not a checkpoint directory")
 
     from reinforce_ada.data import get_task, load_prompts
     from reinforce_ada.verifiers import get_verifier
@@ -221,13 +222,10 @@ def run_cli(args: argparse.Namespace) -> int:
             datasets[source] = list(task.prompts(args.limit or 200, seed=args.seed, split="test"))
             verifier_names[source] = args.verifier or task.verifier_name
         else:
-            try:
-                datasets[source] = list(load_prompts(source, **load_options))
-            except KeyError as err:  # a missing column: a user error, reported like the others
-                raise ValueError(err.args[0] if err.args else str(err)) from None
+            datasets[source] = list(load_prompts(source, **load_options))  # DataError names file, column, row
             verifier_names[source] = args.verifier or "math"
         if not datasets[source]:
-            raise ValueError(f"--data {source!r} gave no prompts")
+            raise DataError(f"--data {source!r} gave no prompts")
     verifiers = {source: get_verifier(name) for source, name in verifier_names.items()}
 
     from transformers import AutoTokenizer

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from reinforce_ada.errors import DataError
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -236,14 +237,16 @@ class PassRateMemory:
     def seed_from_file(self, path: str | Path) -> int:
         """Load a ``select-prompts`` JSONL file (``key``, ``pass_rate``, ``num_samples`` per line); returns lines read."""
         num = 0
-        for line_number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        from reinforce_ada.data.loading import read_utf8_text
+
+        for line_number, line in enumerate(read_utf8_text(path, what="pass-rate file").splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
                 self.seed(row["key"], float(row["pass_rate"]), float(row["num_samples"]))
             except (KeyError, ValueError, TypeError) as err:
-                raise ValueError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
+                raise DataError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
             num += 1
         return num
 
@@ -255,6 +258,16 @@ class PassRateMemory:
             fitted = PRIOR_FITS[self.prior_fit]([p for p, _ in counts], [p + n for p, n in counts])
             if fitted is not None:
                 self.prior = fitted
+
+    def scale(self, prompt: Prompt | str, factor: float) -> None:
+        """Multiply the prompt's remembered evidence by ``factor`` in [0, 1] (a no-op for an unseen prompt). Budget
+        mode decays evidence this way once per presentation of the prompt, instead of per step."""
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"factor must be in [0, 1] (got {factor})")
+        key = prompt if isinstance(prompt, str) else prompt_key(prompt)
+        if key in self._entries:
+            pos, neg = self.evidence(key)
+            self._entries[key] = _Entry(pos * factor, neg * factor, self.step)
 
     def forget(self, keys: Iterable[str]) -> None:
         for key in keys:

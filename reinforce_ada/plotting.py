@@ -16,7 +16,18 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (is {run_dir} a run folder?)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            from reinforce_ada.errors import DataError
+
+            raise DataError(f"{path}:{number}: not valid JSON ({err.msg}); a run killed while writing can leave a "
+                            "cut last line -- delete it") from None
+    return records
 
 
 def _series(records: list[dict[str, Any]], key: str, x: str = "step") -> tuple[list[float], list[float]]:

@@ -10,7 +10,9 @@ batch's prompts each round by :func:`reinforce_ada.core.budget_allocation.budget
 Departures from the reference implementation: pool statistics are exact running moments (any real reward, not
 0/1 counts); within-class selection is a seeded random choice rather than "first k"; a failing verifier call is
 retried one completion at a time and a failing completion is scored 0 or dropped (never the prompt); a generator
-that fails after some rounds ends the step early with the work already done.
+that fails after some rounds ends the step early with the work already done; samples a generator reports as failed for
+good (:class:`PartialGenerationError`) are asked for again and, if still missing, only those samples are lost and
+counted (``num_failed_samples``), never the prompt, the round or the completions already made.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ class GenerationRequest:
 
 @runtime_checkable
 class Generator(Protocol):
-    """A generation backend: one list of completions per request, in request order."""
+    """A generation backend: one list of completions per request, in request order.
+
+    Raising means the whole call failed. A backend whose samples fail one by one (an HTTP request per sample)
+    raises :class:`PartialGenerationError` with the completions it did make; the sampler keeps them and asks again
+    for the failed samples only.
+    """
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]: ...
 
@@ -59,6 +66,19 @@ class Verifier(Protocol):
 
 class GenerationError(RuntimeError):
     """The generator failed (after retries) or returned something malformed."""
+
+
+class PartialGenerationError(GenerationError):
+    """Some samples of a ``generate`` call failed for good, the others were made.
+
+    ``outputs[i]`` holds the completions made for request ``i`` and ``num_failed[i]`` how many of its samples
+    failed (``len(outputs[i]) + num_failed[i]`` is what it asked for).
+    """
+
+    def __init__(self, message: str, outputs: list[list[Completion]], num_failed: list[int]):
+        super().__init__(message)
+        self.outputs = outputs
+        self.num_failed = num_failed
 
 
 class VerifierError(ValueError):
@@ -92,7 +112,8 @@ class AdaptiveSampler:
     def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None,
                  memory: PassRateMemory | None = None):
         """``memory``: the cross-step pass-rate memory budget mode reads its priors from (``allocation="budget"``
-        only; a fresh :class:`PassRateMemory` when not given). It is part of :meth:`state_dict`."""
+        only; a fresh :class:`PassRateMemory` when not given; give one with ``half_life=None``, as budget mode decays
+        it per visit by ``budget_half_life``). It is part of :meth:`state_dict`."""
         _check_backends(generator, verifier)
         self.generator = generator
         self.verifier = verifier
@@ -103,7 +124,7 @@ class AdaptiveSampler:
         self._allocate = None if self._step_rule else get_allocation_rule(self.config.allocation)
         if memory is not None and self._step_rule is None:
             raise ValueError("memory= is read by budget mode only (SamplerConfig.allocation='budget')")
-        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory()
+        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory(half_life=None)
         self.rng = np.random.default_rng(self.config.seed)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
@@ -112,14 +133,16 @@ class AdaptiveSampler:
         prompts = validate_prompts(prompts)
         budget = cfg.step_budget(len(prompts)) if self._step_rule else None  # a too-small budget fails here
         pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
-        priors = {p.prompt_id: self.memory.posterior(p) for p in prompts} if self._step_rule else {}
+        priors = self._budget_priors(prompts) if self._step_rule else {}
         active, rounds, generation_error = prompts, [], None
+        num_failed_samples = 0
         for round_number in range(1, cfg.max_rounds + 1):
             requests = self._round_requests(active, pools, priors, budget)
             if not requests:
                 break
             try:
-                outputs = generate_with_retries(self.generator, requests, cfg.generation_retries)
+                outputs, num_failed = generate_samples(self.generator, requests, cfg.generation_retries)
+                num_failed_samples += num_failed
             except GenerationError as err:
                 if round_number == 1:
                     raise
@@ -130,9 +153,10 @@ class AdaptiveSampler:
             still_active = []
             for prompt in active:
                 pool = pools[prompt.prompt_id]
-                # A prompt also needs a full group's worth of completions to exit (matters when M < n).
-                if pool.count >= cfg.group_size and self._exit_rule(pool.num_positive, pool.num_negative,
-                                                                    cfg.group_size):
+                # A prompt also needs a full group's worth of completions to exit (matters when M < n; budget
+                # mode may lower it, budget_min_group).
+                if pool.count >= cfg.min_exit_count and self._exit_rule(pool.num_positive, pool.num_negative,
+                                                                        cfg.group_size):
                     pool.exit_round = round_number
                 else:
                     still_active.append(prompt)
@@ -145,9 +169,18 @@ class AdaptiveSampler:
                 break
         groups = self._select_groups(prompts, pools)
         batch = build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error)
+        batch.metrics["num_failed_samples"] = float(num_failed_samples)
         if budget is not None:
             finish_budget_step(batch, budget, cfg.group_size, self.memory, prompts)
         return batch
+
+    def _budget_priors(self, prompts: list[Prompt]) -> dict[PromptId, tuple[float, float]]:
+        """Budget mode: decay each presented prompt's remembered evidence by one visit, then read its posterior."""
+        half_life = self.config.budget_half_life
+        for prompt in prompts:
+            if half_life is not None:
+                self.memory.scale(prompt, 0.5 ** (1.0 / half_life))  # type: ignore[union-attr]
+        return {p.prompt_id: self.memory.posterior(p) for p in prompts}  # type: ignore[union-attr]
 
     def _round_requests(self, active: list[Prompt], pools: dict[PromptId, PromptPool],
                         priors: dict[PromptId, tuple[float, float]], budget: int | None) -> list[GenerationRequest]:
@@ -169,7 +202,7 @@ class AdaptiveSampler:
         sizes = self._step_rule(states, budget_left, samples_per_round=cfg.samples_per_round,
                                 max_samples=cfg.max_samples, group_size=cfg.group_size, exit_rule=cfg.exit_rule,
                                 min_positive=cfg.min_positive, skip=cfg.budget_skip,
-                                first_request=cfg.budget_probe)
+                                first_request=cfg.budget_probe, min_group=cfg.min_exit_count)
         return [GenerationRequest(prompt, num) for prompt, num in zip(active, sizes) if num > 0]
 
     def _select_groups(self, prompts: list[Prompt], pools: dict[PromptId, PromptPool]) -> list[Group]:
@@ -203,8 +236,9 @@ def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory
     """Budget mode, after a step: the budget metrics, skipped prompts out of ``num_empty``, the memory updated.
 
     A *skipped* prompt drew nothing (its samples were worth more elsewhere): it has no group and is counted in
-    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a backend returned
-    fewer than asked, or failed verifications were dropped, and the budget bought no top-up) is trained on as it is:
+    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a ``budget_probe``
+    showed one class, a backend returned fewer than asked, or failed verifications were dropped, and the budget bought
+    no top-up) is trained on as it is:
     its whole-pool advantages are unbiased, a one-class short pool has all-zero advantages and moves nothing, and
     dropping it would discard signal already paid for. It is counted in ``num_short_groups``.
     """
@@ -248,7 +282,7 @@ class DynamicSampler:
         kept: list[Group] = []
         pools: dict[PromptId, PromptPool] = {}
         rounds: list[RoundStats] = []
-        num_consumed = num_signal = 0
+        num_consumed = num_signal = num_failed_samples = 0
         generation_error = None
         for batch_number in range(1, cfg.max_generation_batches + 1):
             chunk = list(itertools.islice(candidates, cfg.generation_batch_size))
@@ -262,6 +296,7 @@ class DynamicSampler:
                 generation_error = str(err)
                 break
             num_consumed += len(chunk)
+            num_failed_samples += int(batch.metrics["num_failed_samples"])
             duplicate = pools.keys() & batch.pools.keys()
             if duplicate:
                 raise ValueError(f"prompt id {next(iter(duplicate))!r} was drawn twice in one dynamic-sampling step")
@@ -280,6 +315,7 @@ class DynamicSampler:
         result.metrics["samples_per_signal_prompt"] = _safe_div(result.metrics["total_samples"], num_signal)
         result.metrics["num_prompts_consumed"] = float(num_consumed)
         result.metrics["batch_filled"] = float(len(kept) >= cfg.batch_size)
+        result.metrics["num_failed_samples"] = float(num_failed_samples)
         return result
 
     def state_dict(self) -> dict[str, Any]:
@@ -292,11 +328,55 @@ class DynamicSampler:
 # -- the pieces of one round ----------------------------------------------------------------------------------------
 def generate_with_retries(generator: Generator, requests: list[GenerationRequest], retries: int
                           ) -> list[list[Completion]]:
-    """Call the generator, retrying ``retries`` times; check that the answer has one list per request."""
+    """:func:`generate_samples` without the count of failed samples."""
+    return generate_samples(generator, requests, retries)[0]
+
+
+def generate_samples(generator: Generator, requests: list[GenerationRequest], retries: int
+                     ) -> tuple[list[list[Completion]], int]:
+    """Call the generator, retrying a failed call ``retries`` times; check that the answer has one list per request.
+
+    Per sample: when the generator reports samples that failed for good (:class:`PartialGenerationError`), the
+    completions it made are kept and only the failed samples are asked for again, up to ``retries`` more calls.
+    Returns the completions and the number of samples still failed after that -- one failed sample never fails
+    the round.
+    """
+    outputs, failed = _generate(generator, requests, retries)
+    for attempt in range(1, retries + 1):
+        missing = [(i, GenerationRequest(r.prompt, failed[i])) for i, r in enumerate(requests) if failed[i]]
+        if not missing:
+            break
+        logger.warning("%d samples of %d prompts failed; asking again for them (retry %d of %d)",
+                       sum(m.num_samples for _, m in missing), len(missing), attempt, retries)
+        try:
+            more, more_failed = _generate(generator, [m for _, m in missing], 0)
+        except GenerationError as err:
+            logger.warning("asking again for the failed samples failed: %s", err)
+            continue
+        for (i, _), completions, num in zip(missing, more, more_failed):
+            outputs[i].extend(completions)
+            failed[i] = num
+    if sum(failed):
+        logger.error("%d samples failed for good after %d retries; their prompts keep their other samples",
+                     sum(failed), retries)
+    return outputs, sum(failed)
+
+
+def _generate(generator: Generator, requests: list[GenerationRequest], retries: int
+              ) -> tuple[list[list[Completion]], list[int]]:
+    """One answer for ``requests`` (a failed call retried ``retries`` times): completions and failed counts."""
     last_error: Exception | None = None
     for attempt in range(retries + 1):
         try:
-            outputs = list(generator.generate(requests))
+            outputs = [list(completions) for completions in generator.generate(requests)]
+            failed = [0] * len(requests)
+            break
+        except PartialGenerationError as err:
+            logger.warning("generator: %s", err)
+            outputs, failed = [list(completions) for completions in err.outputs], list(err.num_failed)
+            if len(failed) != len(outputs):
+                raise GenerationError(f"PartialGenerationError with {len(outputs)} outputs and {len(failed)} "
+                                      "failure counts") from err
             break
         except Exception as err:  # noqa: BLE001 -- any backend failure is retried, then reported
             last_error = err
@@ -309,7 +389,7 @@ def generate_with_retries(generator: Generator, requests: list[GenerationRequest
         if len(completions) > request.num_samples:
             raise GenerationError(f"generator returned {len(completions)} completions for prompt "
                                   f"{request.prompt.prompt_id!r}, which asked for {request.num_samples}")
-    return outputs
+    return outputs, failed
 
 
 def score(verifier: Verifier, prompts: list[Prompt], completions: list[Completion]) -> list[float | None]:

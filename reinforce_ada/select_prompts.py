@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from reinforce_ada.data.loading import read_utf8_text
+from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.memory import prompt_key
 from reinforce_ada.sampler import GenerationRequest, Generator, Verifier, generate_with_retries, score, validate_prompts
 from reinforce_ada.types import Prompt
@@ -86,19 +88,19 @@ def write_pass_rates(path: str | Path, estimates: list[PassRateEstimate]) -> Non
 def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
     """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``."""
     out = []
-    for line_number, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for line_number, line in enumerate(read_utf8_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{line_number}: not JSON ({err})") from None
+            raise DataError(f"{path}:{line_number}: not JSON ({err})") from None
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
-            raise ValueError(f"{path}:{line_number}: no 'prompt', 'question', 'problem' or 'messages' field")
+            raise DataError(f"{path}:{line_number}: no 'prompt', 'question', 'problem' or 'messages' field")
         out.append((Prompt(row.get("id", line_number - 1), text, answer=row.get("answer")), row))
     if not out:
-        raise ValueError(f"{path}: no prompts")
+        raise DataError(f"{path}: no prompts")
     return out
 
 
@@ -130,9 +132,13 @@ def _run_cli(args: argparse.Namespace) -> int:
     from reinforce_ada.verifiers.registry import get_verifier
 
     if args.num_samples <= 0:
-        raise ValueError("-k/--num-samples must be positive")
+        raise UsageError("-k/--num-samples must be positive")
     if not 0.0 <= args.low <= args.high <= 1.0:
-        raise ValueError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
+        raise UsageError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
+    if args.model:
+        from reinforce_ada.preflight import check_model
+
+        check_model(args.model)  # "model path X does not exist", before reading anything
     rows = read_prompts_jsonl(args.data)
     verifier = get_verifier(args.verifier)
     if args.base_url:

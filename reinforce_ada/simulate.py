@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
+from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler, GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 
@@ -54,17 +55,20 @@ def pass_rates_from(dist: str, num_prompts: int, seed: int = 0) -> np.ndarray:
         try:
             a, b = (float(x) for x in dist[len("beta:"):].split(","))
         except ValueError:
-            raise ValueError(f"--dist {dist!r}: expected beta:A,B with two positive numbers") from None
+            raise UsageError(f"--dist {dist!r}: expected beta:A,B with two positive numbers") from None
         if a <= 0 or b <= 0:
-            raise ValueError(f"--dist {dist!r}: Beta parameters must be positive")
+            raise UsageError(f"--dist {dist!r}: Beta parameters must be positive")
         return np.random.default_rng(seed).beta(a, b, size=num_prompts)
     path = Path(dist)
     if not path.exists():
-        raise ValueError(f"--dist {dist!r} is neither beta:A,B nor an existing file of pass rates")
+        raise UsageError(f"--dist {dist!r} is neither beta:A,B nor an existing file of pass rates")
     text = path.read_text().strip()
-    rates = np.array(json.loads(text) if text.startswith("[") else text.split(), dtype=np.float64)
+    try:
+        rates = np.array(json.loads(text) if text.startswith("[") else text.split(), dtype=np.float64)
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{path}: pass rates must be numbers in [0, 1] ({err})") from None
     if rates.size == 0 or np.any((rates < 0) | (rates > 1)) or not np.all(np.isfinite(rates)):
-        raise ValueError(f"{path}: pass rates must be numbers in [0, 1]")
+        raise DataError(f"{path}: pass rates must be numbers in [0, 1]")
     return rates
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.config import SamplerConfig
+from reinforce_ada.errors import UsageError
 from reinforce_ada.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.memory import PassRateMemory, prompt_key
 from reinforce_ada.sampler import AdaptiveSampler
@@ -159,7 +160,7 @@ def select_initial(rates: DriftingPassRates, k: int, low: float, high: float, se
     estimates = estimate_pass_rates(prompts, SimulatedGenerator(seed + 17), simulated_verifier, k)
     kept = [e.prompt_id for e in select_by_pass_rate(estimates, low, high)]
     if not kept:
-        raise ValueError(f"no prompt has an estimated pass rate in [{low}, {high}]")
+        raise UsageError(f"no prompt has an estimated pass rate in [{low}, {high}]")
     kept_rates = DriftingPassRates(rates.initial[kept], rates.velocity[kept])
     renumbered = [e for e in estimates if e.kept]
     for new_id, e in enumerate(renumbered):
@@ -284,7 +285,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_cli(args: argparse.Namespace) -> int:
     if args.prompts <= 0 or args.epochs <= 0 or args.batch_size <= 0:
-        raise ValueError("--prompts, --epochs and --batch-size must be positive")
+        raise UsageError("--prompts, --epochs and --batch-size must be positive")
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,
                                    args.drift_std, args.seed)
     estimates = None

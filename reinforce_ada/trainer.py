@@ -26,6 +26,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.guards import (RunStopped, check_finite, check_prompt_lengths, check_verifier_failures,
+                                  scored_accuracy, verifier_options, watch_verifier)
+from reinforce_ada.run_folder import (check_run_folder, checkpoints, load_checkpoint_file, prepare_run_folder,
+                                      read_trainer_state, record_event, truncate_metrics, write_atomic)
+from reinforce_ada.preflight import NoDeviceError, check_train_inputs
+from reinforce_ada.verifiers.registry import verifier_stats
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -86,11 +93,9 @@ class MetricsWriter:
 
     def __init__(self, folder: Path, report_to: str, config: dict[str, Any], resume_step: int | None = None):
         self.path = folder / "metrics.jsonl"
-        if resume_step is not None and self.path.exists():  # drop lines written after the checkpoint
-            lines = [ln for ln in self.path.read_text().splitlines() if ln.strip()]
-            kept = [ln for ln in lines if json.loads(ln).get("step", 0) <= resume_step]
-            self.path.write_text("".join(ln + "\n" for ln in kept))
-        elif resume_step is None and self.path.exists():
+        if resume_step is not None:  # drop lines written after the checkpoint (atomically)
+            truncate_metrics(self.path, resume_step)
+        elif self.path.exists():
             self.path.unlink()
         self._tb = self._wandb = None
         if report_to == "tensorboard":
@@ -105,8 +110,11 @@ class MetricsWriter:
     def write(self, record: dict[str, Any]) -> None:
         # Non-finite numbers (e.g. samples per signal-prompt with no signal) are written as null: strict JSON.
         record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        try:
+            with self.path.open("a") as fh:
+                fh.write(json.dumps(record) + "\n")
+        except OSError as err:
+            raise OSError(err.errno, f"could not write {self.path}: {err.strerror or err}") from err
         numeric = {k: v for k, v in record.items() if isinstance(v, (int, float))}
         if self._tb is not None:
             for key, value in numeric.items():
@@ -127,7 +135,7 @@ def _resolve_device(device: str) -> Any:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} but torch sees no CUDA GPU")
+        raise NoDeviceError(f"device={device!r} but torch sees no CUDA GPU")
     return torch.device(device)
 
 
@@ -159,7 +167,7 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
     if sampler_config.is_budget:  # budget mode: priors from the cross-step pass-rate memory (checkpointed)
         from reinforce_ada.memory import PassRateMemory
 
-        memory = PassRateMemory(half_life=config.memory_half_life, max_evidence=config.memory_max_evidence)
+        memory = PassRateMemory(half_life=None, max_evidence=config.memory_max_evidence)  # decays per visit
         if config.memory_seed:
             memory.seed_from_file(config.memory_seed)
         return AdaptiveSampler(generator, verifier, sampler_config, memory=memory)
@@ -177,8 +185,8 @@ def _task_options(config: TrainConfig) -> dict[str, Any]:
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    folders = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return max(folders, key=lambda p: int(p.name.split("-")[-1])) if folders else None
+    found = checkpoints(output_dir)
+    return found[-1] if found else None
 
 
 class Trainer:
@@ -196,12 +204,15 @@ class Trainer:
         self.config = cfg = config
         _check_report_to(cfg.report_to)
         self.device = _resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
+        builds_data = train_prompts is None or verifier is None or eval_prompts is None
+        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data)  # before any folder
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
             torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more threads
         self.output_dir = Path(cfg.output_dir)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        # Refuse a folder holding another run, validate the checkpoint to resume from; nothing is created yet.
+        self.resume_from, self._resume_changes = check_run_folder(cfg)
         self._seed_everything(cfg.seed)
         self.warm_start_info: dict[str, Any] = {}
         self._task: Any = None  # the built-in task, when _load_data built one (the warm start reuses it)
@@ -211,13 +222,10 @@ class Trainer:
             train_prompts = task_train if train_prompts is None else train_prompts
             eval_prompts = task_eval if eval_prompts is None else eval_prompts
             verifier = task_verifier if verifier is None else verifier
-        self.verifier = verifier
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
+        self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
 
-        self.resume_from = latest_checkpoint(self.output_dir) if cfg.resume else None
-        if cfg.resume and self.resume_from is None:
-            logger.warning("--resume given but %s holds no checkpoint; starting fresh", self.output_dir)
         if model is None:
             model, tokenizer = self._load_model(train_prompts)
         elif tokenizer is None:
@@ -227,6 +235,9 @@ class Trainer:
         if self.resume_from is not None:
             self._load_weights(model, self.resume_from)
         self.model, self.tokenizer = model, tokenizer
+        self._prompt_ids: dict[Any, list[int]] = {}
+        check_prompt_lengths(cfg, model, self.stream.prompts, self.eval_prompts,
+                             lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))  # not cached: memory
         if next(model.parameters()).device != self.device:
             model.to(self.device)
         self.ref_model = self._reference_model() if cfg.kl_coef > 0 else None
@@ -238,8 +249,8 @@ class Trainer:
         warmup = cfg.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-        self._prompt_ids: dict[Any, list[int]] = {}
         self.step = 0
+        self._verifier_offset: dict[str, int] = {}  # counters of the run before a resume
         self.totals = {"samples": 0, "tokens": 0, "optimizer_steps": 0, "wall_seconds": 0.0}
         self.accuracy_before: float | None = None
         self.accuracy_history: list[tuple[int, float]] = []
@@ -273,7 +284,7 @@ class Trainer:
                         else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
                         else [])
             verifier_name = cfg.verifier or task.verifier_name
-        return train, held_out, get_verifier(verifier_name)
+        return train, held_out, get_verifier(verifier_name, **verifier_options(verifier_name, cfg))
 
     def _load_model(self, train_prompts: Sequence[Prompt]) -> tuple[Any, Any]:
         cfg = self.config
@@ -292,8 +303,11 @@ class Trainer:
 
                 task = get_task(cfg.task, **_task_options(cfg))
             sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
+            # The warm start checks accuracy with the task's own verifier (its cache is keyed by the task).
+            from reinforce_ada.verifiers import get_verifier
+
             model, tokenizer, self.warm_start_info = load_or_warm_start_tiny(
-                settings, train_prompts, sft_held_out, self.verifier, cache_dir())
+                settings, train_prompts, sft_held_out, get_verifier(task.verifier_name), cache_dir())
             return model, tokenizer
         from reinforce_ada.models.loading import load_pretrained
 
@@ -335,10 +349,19 @@ class Trainer:
 
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
+        """Train ``max_steps`` steps; returns the run summary. A run that cannot learn raises
+        :class:`~reinforce_ada.guards.RunStopped`, after recording why in ``config_history.jsonl``."""
+        try:
+            return self._train()
+        except RunStopped as err:
+            record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
+            raise
+
+    def _train(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
         cfg = self.config
-        (self.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+        prepare_run_folder(cfg, self.step, self._resume_changes, resuming=self.resume_from is not None)
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg),
                                resume_step=self.step if self.resume_from is not None else None)
         if self.accuracy_before is None and self.eval_prompts:
@@ -375,7 +398,7 @@ class Trainer:
                           "total_samples": self.totals["samples"]})
         writer.close()
         summary = self.summary(accuracy_after)
-        (self.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_atomic(self.output_dir / "summary.json", json.dumps(summary, indent=2))
         try:
             from reinforce_ada.plotting import plot_runs
 
@@ -403,6 +426,7 @@ class Trainer:
         """Sample one batch and update the policy on it; returns the step's metrics."""
         cfg = self.config
         started = time.perf_counter()
+        self.verifier.start_window()
         if hasattr(self.generator, "load_weights") and cfg.generator != "hf":
             self.generator.load_weights(self.model)
         if cfg.strategy == "dapo":
@@ -410,9 +434,16 @@ class Trainer:
         else:
             batch = self.sampler.sample(self.stream.take(cfg.batch_size))
         sampled = time.perf_counter()
+        check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
+                                int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
         if hasattr(self.generator, "sleep"):
             self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
         sequences = self._sequences(batch)
+        rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
+        check_finite(self.step + 1, "the advantages", sequences["advantages"],
+                     f"the largest |reward| is {max(rewards, default=0.0):.3g}; rewards must stay well inside float32")
+        if sequences["weights"] is not None:
+            check_finite(self.step + 1, "the importance weights", sequences["weights"])
         update_metrics = self._update(sequences) if sequences["input_ids"].shape[0] else {}
         self.step += 1
         generated_tokens = sum(len(c.token_ids) for p in batch.pools.values() for c in p.completions)
@@ -433,15 +464,12 @@ class Trainer:
         })
         if batch.generation_error:
             metrics["sampling/generation_error"] = batch.generation_error
-        from reinforce_ada.verifiers import verifier_stats
-
         # Running counters of the reward function (completions scored, timeouts, failures, ...), when it keeps them.
-        metrics.update({f"verifier/{k}": v for k, v in verifier_stats(self.verifier).items()})
+        metrics.update({f"verifier/{k}": v + self._verifier_offset.get(k, 0)
+                        for k, v in verifier_stats(self.verifier).items()})
         return metrics
 
     def _prompt_token_ids(self, prompt: Prompt) -> list[int]:
-        from reinforce_ada.generation.prompting import encode_prompt
-
         ids = self._prompt_ids.get(prompt.prompt_id)
         if ids is None:
             ids = encode_prompt(self.tokenizer, prompt, self.config.use_chat_template)
@@ -537,12 +565,14 @@ class Trainer:
                         share = float(mask.sum() / mask_total)
                     else:
                         share = len(micro) / len(idx)
+                    check_finite(self.step + 1, "the loss", loss.detach())
                     (loss * share).backward()
                     for key, value in metrics.items():
                         sums[key] = sums.get(key, 0.0) + value * share
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm else
                                                            float("inf"))
+                check_finite(self.step + 1, "the gradient norm", grad_norm)
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
@@ -567,21 +597,36 @@ class Trainer:
 
     # -- evaluation -------------------------------------------------------------------------------------------------
     def evaluate(self) -> float:
-        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive."""
-        from reinforce_ada.models.warm_start import sampled_accuracy
+        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive.
 
-        return sampled_accuracy(self.generator, self.verifier, self.eval_prompts, self.config.eval_samples,
-                                self.config.positive_threshold)
+        Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them."""
+        return scored_accuracy(self.generator, self.verifier, self.eval_prompts, self.config,
+                               where=f"held-out evaluation at step {self.step}")
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoint-{step}`` atomically: into a temporary folder, then renamed into place."""
-        import torch
-
+        """Write ``checkpoint-{step}`` atomically: into a temporary folder, then renamed into place. A failed write
+        (e.g. disk full) removes the temporary folder and names the file it was writing."""
         final = self.output_dir / f"checkpoint-{self.step}"
         tmp = self.output_dir / f".tmp-checkpoint-{self.step}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        written: list[Path] = [tmp / "model"]
+        try:
+            self._write_checkpoint(tmp, written)
+        except (OSError, RuntimeError) as err:  # a full disk surfaces as RuntimeError from torch.save
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise OSError(f"could not write {final.name} in {self.output_dir}: writing {written[-1].name} failed: "
+                          f"{err}") from err
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        logger.info("saved %s", final)
+        return final
+
+    def _write_checkpoint(self, tmp: Path, written: list[Path]) -> None:
+        """The files of a checkpoint; ``written`` gets each path before it is written (for error messages)."""
+        import torch
         from transformers.utils import logging as hf_logging
 
         bars = hf_logging.is_progress_bar_enabled()
@@ -592,26 +637,25 @@ class Trainer:
             if bars:
                 hf_logging.enable_progress_bar()
         self.tokenizer.save_pretrained(tmp / "model")
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(self.scheduler.state_dict(), tmp / "scheduler.pt")
+        for name, obj in (("optimizer.pt", self.optimizer.state_dict()), ("scheduler.pt", self.scheduler.state_dict())):
+            written.append(tmp / name)
+            torch.save(obj, tmp / name)
         version, internal, gauss = random.getstate()
         name, keys, pos, has_gauss, cached = np.random.get_state()
+        written.append(tmp / "rng_state.pt")
         torch.save({
             "python": [version, list(internal), gauss],
             "numpy": [name, keys.tolist(), pos, has_gauss, cached],
             "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         }, tmp / "rng_state.pt")
+        counters = {k: v + self._verifier_offset.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
         state = {"step": self.step, "totals": self.totals, "accuracy_before": self.accuracy_before,
                  "accuracy_history": self.accuracy_history, "stream": self.stream.state_dict(),
                  "sampler": _jsonable(self.sampler.state_dict()), "warm_start": self.warm_start_info,
-                 "config": asdict(self.config)}
+                 "verifier_stats": counters, "config": asdict(self.config)}
+        written.append(tmp / "trainer_state.json")
         (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        logger.info("saved %s", final)
-        return final
 
     def _load_weights(self, model: Any, checkpoint: Path) -> None:
         from safetensors.torch import load_file
@@ -621,7 +665,7 @@ class Trainer:
             raise FileNotFoundError(f"{checkpoint / 'model'} holds no .safetensors weights")
         state: dict[str, Any] = {}
         for f in files:
-            state.update(load_file(str(f)))
+            state.update(load_checkpoint_file(checkpoint, f, lambda path: load_file(str(path))))
         if self.config.lora:
             from peft import set_peft_model_state_dict
 
@@ -638,9 +682,15 @@ class Trainer:
     def _load_training_state(self, checkpoint: Path) -> None:
         import torch
 
-        self.optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
-        self.scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
-        rng = torch.load(checkpoint / "rng_state.pt", weights_only=True)
+        def load(name: str) -> Any:
+            return load_checkpoint_file(checkpoint, checkpoint / name, lambda p: torch.load(p, weights_only=True))
+
+        optimizer_state, scheduler_state, rng = load("optimizer.pt"), load("scheduler.pt"), load("rng_state.pt")
+        # A file that loads but does not fit (another model, a tampered state) is named too.
+        load_checkpoint_file(checkpoint, checkpoint / "optimizer.pt",
+                             lambda _: self.optimizer.load_state_dict(optimizer_state))
+        load_checkpoint_file(checkpoint, checkpoint / "scheduler.pt",
+                             lambda _: self.scheduler.load_state_dict(scheduler_state))
         version, internal, gauss = rng["python"]
         random.setstate((version, tuple(internal), gauss))
         name, keys, pos, has_gauss, cached = rng["numpy"]
@@ -648,14 +698,15 @@ class Trainer:
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
-        state = json.loads((checkpoint / "trainer_state.json").read_text())
-        self.step = int(state["step"])
+        state = read_trainer_state(checkpoint)
+        self.step = state["step"]
         self.totals = state["totals"]
         self.accuracy_before = state["accuracy_before"]
         self.accuracy_history = [tuple(x) for x in state["accuracy_history"]]
         self.warm_start_info = state.get("warm_start", self.warm_start_info)
         self.stream.load_state_dict(state["stream"])
         self.sampler.load_state_dict(state["sampler"])
+        self._verifier_offset = dict(state.get("verifier_stats", {}))
 
 
 def _jsonable(obj: Any) -> Any:

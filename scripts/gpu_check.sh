@@ -1,116 +1,97 @@
 #!/usr/bin/env bash
-# GPU check for reinforce-ada: what the CPU test suite cannot run.
+# GPU check for reinforce-ada: what the CPU test suite cannot run, on a CUDA machine WITHOUT network access.
 #
-#   1. installs the package with its vLLM extra (skip with SKIP_INSTALL=1);
-#   2. vLLM generation smoke test on a small instruct model (MODEL, default Qwen/Qwen2.5-0.5B-Instruct; a local
-#      checkpoint directory works on a machine without network access):
-#        - VLLMGenerator samples 2 prompts x 4 completions; counts, EOS kept at the end of "stop" completions,
-#          one log-prob per token;
-#        - vLLM's log-probs against an HF forward pass of the same prompt + completion (same weights, bf16);
-#        - load_weights(): the HF model's final norm is halved and pushed into the engine; vLLM's log-probs must
-#          then match an HF forward pass of the changed model (stale engine weights would not);
-#        - sleep mode: sleep() frees the engine, generate() wakes it and re-pushes the weights.
-#   3. a 2-step Ada-balanced training run with the standalone trainer and vLLM generation (weights synced each step).
+# It needs torch and transformers installed (e.g. a GPU image with torch 2.11 + transformers 5.17) and nothing else:
+# the other packages it uses (TRL, datasets, math-verify, ...: scripts/gpu_check_wheels.txt) travel with the checkout
+# as wheels in an ignored folder (default wheels/, <= 64 MiB), and reinforce-ada runs from the checkout itself.
+# Nothing is ever downloaded, and your Python environment is never changed: with --install the missing packages are
+# installed from the carried wheels into WHEELS/site, a folder only this check puts on its PYTHONPATH.
 #
-# Usage: bash scripts/gpu_check.sh            (prints "GPU CHECK ... OK" lines; exits non-zero on a failure)
+#   bash scripts/gpu_check.sh --download   # where there is network, once: fill wheels/ (pip download --no-deps)
+#   bash scripts/gpu_check.sh --dry-run    # any machine, CPU: list the wheels and their size, check that pip can
+#                                          # install them offline for the GPU's Python, run every check on the CPU
+#                                          # with tiny shapes
+#   bash scripts/gpu_check.sh              # on the GPU machine; says what --install would install if needed
+#   bash scripts/gpu_check.sh --install    # ... installing the missing packages from wheels/ into wheels/site first
+#
+# Options: --wheels DIR (default wheels/).  Environment: PYTHON (default python3, else python), GPU_CHECK_PYTHON
+# (the GPU machine's Python version for --download/--dry-run, default 3.12), GPU_CHECK_TIMEOUT (seconds, default 600).
+# The checks (scripts/gpu_check.py): the standalone trainer with the tiny model and with a randomly initialised
+# Qwen2.5-0.5B-shaped model (fp32 and bf16; samples/s, tokens/s, peak GPU memory), 2 TRL steps, bf16 vs fp32
+# log-probabilities and loss. One "CHECK <name>: OK|FAILED" line each; exit status 0 only when every check passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MODEL="${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}"
-export PYTHONUNBUFFERED=1
+mode=check install=0 wheels=wheels
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --dry-run) mode=dry-run ;;
+        --download) mode=download ;;
+        --install) install=1 ;;
+        --wheels) wheels="${2:?--wheels needs a folder}"; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
+GPU_PY="${GPU_CHECK_PYTHON:-3.12}"
+target_platform=(--only-binary=:all: --python-version "$GPU_PY" --implementation cp
+                 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64)
 
-if [[ "${SKIP_INSTALL:-0}" != "1" ]]; then
-    python -m pip install -q -e ".[vllm]"
+case "$mode" in
+download)
+    echo "== downloading the wheels of scripts/gpu_check_wheels.txt for Python $GPU_PY into $wheels/ (--no-deps)"
+    "$PYTHON" -m pip download --no-deps "${target_platform[@]}" -d "$wheels" \
+        -r "${GPU_CHECK_WHEELS_LIST:-scripts/gpu_check_wheels.txt}"
+    "$PYTHON" scripts/carried_wheels.py list "$wheels"
+    exit ;;
+dry-run)
+    echo "== the wheels this check would carry ($wheels/)"
+    if ! "$PYTHON" scripts/carried_wheels.py list "$wheels"; then
+        echo "DRY RUN FAILED: $wheels/ is incomplete; build it with: bash scripts/gpu_check.sh --download" >&2
+        exit 1
+    fi
+    echo "== pip can install them offline for Python $GPU_PY (pip install --dry-run --no-index; nothing installed)"
+    scratch="$(mktemp -d)"
+    trap 'rm -rf "$scratch"' EXIT
+    "$PYTHON" -m pip install -q --dry-run --no-index --no-deps "${target_platform[@]}" --target "$scratch" \
+        "$wheels"/*.whl
+    echo "== every check on the CPU with tiny shapes (the environment on PATH must have reinforce-ada's test extra)"
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    "$PYTHON" scripts/gpu_check.py --cpu
+    echo "DRY RUN OK: only CUDA itself was not checked"
+    exit ;;
+esac
+
+# The check itself. A WHEELS/site made by an earlier --install is used again.
+[[ "$wheels" == /* ]] && site="$wheels/site" || site="$PWD/$wheels/site"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+[[ -d "$site" ]] && export PYTHONPATH="$site:$PYTHONPATH"
+"$PYTHON" -c "import torch, transformers" 2>/dev/null || {
+    echo "GPU CHECK FAILED: $PYTHON cannot import torch and transformers (they are not carried)" >&2; exit 1; }
+if ! missing="$("$PYTHON" scripts/carried_wheels.py missing "$wheels")"; then
+    echo "GPU CHECK FAILED: a package the check needs is neither installed nor carried" \
+         "(build $wheels/ with: bash scripts/gpu_check.sh --download)" >&2
+    exit 1
 fi
-python -c "import torch, vllm; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'vllm', vllm.__version__)"
-
-echo "== vLLM generation smoke test on ${MODEL}"
-MODEL="$MODEL" python - <<'PY'
-import os
-import time
-
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-from reinforce_ada import GenerationRequest, Prompt
-from reinforce_ada.generation import encode_prompt, get_generator
-
-model_name = os.environ["MODEL"]
-tokenizer = AutoTokenizer.from_pretrained(model_name)
-model = AutoModelForCausalLM.from_pretrained(model_name, dtype=torch.bfloat16).cuda()
-started = time.perf_counter()
-gen = get_generator("vllm", model, tokenizer, max_new_tokens=96, temperature=1.0, seed=0, max_model_len=1024,
-                    gpu_memory_utilization=0.35, enable_sleep_mode=True)
-print(f"engine built in {time.perf_counter() - started:.1f}s")
-eos_ids = {tokenizer.eos_token_id, *([model.generation_config.eos_token_id]
-                                     if isinstance(model.generation_config.eos_token_id, int)
-                                     else model.generation_config.eos_token_id or [])}
-requests = [GenerationRequest(Prompt("add", "What is 17 + 25? Answer with the number only."), 4),
-            GenerationRequest(Prompt("capital", [{"role": "user", "content": "Name the capital of France."}]), 4)]
-
-
-def hf_logprobs(request, completion):
-    prompt_ids = encode_prompt(tokenizer, request.prompt)
-    ids = torch.tensor([prompt_ids + list(completion.token_ids)], device="cuda")
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt_ids) - 1:-1].float()
-    return torch.log_softmax(logits, -1).gather(1, ids[0, len(prompt_ids):, None])[:, 0].cpu()
-
-
-def sample_and_compare(tag):
-    started = time.perf_counter()
-    out = gen.generate(requests)
-    seconds = time.perf_counter() - started
-    assert [len(o) for o in out] == [4, 4], [len(o) for o in out]
-    diffs = []
-    for request, completions in zip(requests, out):
-        for c in completions:
-            assert c.logprobs is not None and len(c.logprobs) == len(c.token_ids), "one log-prob per token"
-            if c.finish_reason == "stop":
-                assert c.token_ids[-1] in eos_ids, f"a 'stop' completion should end with EOS: {c.token_ids[-3:]}"
-            diffs.append((torch.tensor(c.logprobs) - hf_logprobs(request, c)).abs())
-    diffs = torch.cat(diffs)
-    print(f"[{tag}] {sum(len(c.token_ids) for o in out for c in o)} tokens in {seconds:.2f}s; "
-          f"|logprob vLLM - HF| mean {diffs.mean():.4f} max {diffs.max():.4f}")
-    for request, completions in zip(requests, out):
-        for c in completions[:2]:
-            print(f"  {request.prompt.prompt_id}: {c.finish_reason:6s} {len(c.token_ids):3d} tok  {c.text[:70]!r}")
-    return out, diffs.mean().item()
-
-
-out, mean_diff = sample_and_compare("initial weights")
-assert mean_diff < 0.1, f"vLLM and HF log-probs disagree (mean abs diff {mean_diff:.3f})"
-print("GPU CHECK vllm generate: OK")
-
-# load_weights: change the HF model, push it, and check that vLLM now samples from the new weights.
-with torch.no_grad():
-    model.model.norm.weight.mul_(0.5)  # flattens every next-token distribution
-num = gen.load_weights(model)
-print(f"pushed {num} tensors")
-_, mean_diff_new = sample_and_compare("after load_weights")
-assert mean_diff_new < 0.1, f"after load_weights, vLLM does not follow the new HF weights ({mean_diff_new:.3f})"
-print("GPU CHECK vllm load_weights: OK")
-
-gen.sleep()
-free_asleep = torch.cuda.mem_get_info()[0]
-_, mean_diff_woken = sample_and_compare("after sleep + generate")
-assert mean_diff_woken < 0.1, f"after sleep, the re-pushed weights differ from HF ({mean_diff_woken:.3f})"
-print(f"GPU memory free while asleep: {free_asleep / 2**30:.1f} GiB")
-print("GPU CHECK vllm sleep mode: OK")
-PY
-
-echo "== 2 training steps with vLLM generation on ${MODEL} (standalone trainer)"
-rm -rf /tmp/reinforce-ada-gpu-check
-python -m reinforce_ada.cli train --model "$MODEL" --generator vllm --dtype bfloat16 \
-    --task arithmetic --system-prompt "Answer with the number only." \
-    --max-steps 2 --batch-size 16 --samples-per-round 4 --max-rounds 2 --group-size 4 \
-    --max-new-tokens 16 --learning-rate 1e-6 --micro-batch-size 16 --eval-prompts 32 --eval-samples 2 \
-    --output-dir /tmp/reinforce-ada-gpu-check
-python - <<'PY'
-import json
-summary = json.load(open("/tmp/reinforce-ada-gpu-check/summary.json"))
-steps = [json.loads(line) for line in open("/tmp/reinforce-ada-gpu-check/metrics.jsonl") if "train/loss" in line]
-assert summary["steps"] == 2 and len(steps) == 2, summary
-print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "total_samples", "wall_seconds")})
-print("GPU CHECK 2-step training with vLLM: OK")
-PY
+if [[ -n "$missing" ]]; then
+    echo "== not installed for $PYTHON; --install installs these carried wheels into $site (offline, --no-deps):"
+    echo "$missing" | sed 's/^/   /'
+    if [[ "$install" != 1 ]]; then
+        echo "GPU CHECK NOT RUN: rerun with --install (your Python environment is not changed; see above)" >&2
+        exit 2
+    fi
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" $missing
+    export PYTHONPATH="$site:$PYTHONPATH"
+elif [[ "$install" == 1 ]]; then
+    echo "== --install: nothing to install (every package the check needs is importable)"
+fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
+status=0
+timeout "${GPU_CHECK_TIMEOUT:-600}" "$PYTHON" scripts/gpu_check.py || status=$?
+if [[ $status == 124 ]]; then
+    echo "GPU CHECK FAILED: not finished in ${GPU_CHECK_TIMEOUT:-600} s" >&2
+fi
+exit $status

@@ -10,7 +10,7 @@ and checks the console log: both steps ran and the sampler's metrics (``timing_s
     python examples/verl/gpu_check.py --dry-run       # anywhere: build the files, compose and validate the config
     MODEL_PATH=/models/Qwen2.5-0.5B-Instruct python examples/verl/gpu_check.py   # a real small model instead
 
-Exit status: 0 when the check passed (or was skipped for lack of a GPU / vLLM, which is printed), 1 when it failed.
+Exit status: 0 when the check passed; 1 when it failed or could not run (no GPU, or no vLLM: printed as NOT RUN).
 """
 
 from __future__ import annotations
@@ -118,7 +118,9 @@ def check_log(log: str) -> list[str]:
     for step in range(1, STEPS + 1):
         if not re.search(rf"step:{step}\b", log):
             problems.append(f"no metrics line for step {step}")
-    for metric in ("timing_s/reinforce_ada/total_samples", "timing_s/reinforce_ada/rounds_used"):
+    for metric in ("timing_s/reinforce_ada/total_samples", "timing_s/reinforce_ada/rounds_used",
+                   "timing_s/reinforce_ada/pool/score/mean", "timing_s/reinforce_ada/kept/score/mean",
+                   "timing_s/reinforce_ada/round_s/max", "timing_s/reinforce_ada/perf/gen_throughput"):
         if metric not in log:
             problems.append(f"{metric} was not logged")
     return problems
@@ -139,11 +141,11 @@ def main() -> int:
         import torch
 
         if not torch.cuda.is_available():
-            logger.info("SKIPPED: no CUDA GPU on this machine")
-            return 0
+            logger.error("NOT RUN: no CUDA GPU on this machine")
+            return 1
         if importlib.util.find_spec("vllm") is None:
-            logger.info("SKIPPED: vLLM is not installed (pip install vllm)")
-            return 0
+            logger.error("NOT RUN: vLLM is not installed (pip install vllm)")
+            return 1
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="reinforce_ada_verl_check_"))
     workdir.mkdir(parents=True, exist_ok=True)

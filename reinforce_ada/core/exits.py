@@ -30,7 +30,12 @@ EXIT_RULES: Registry[ExitRule] = Registry("exit rule")
 
 @EXIT_RULES.register("positive")
 def positive(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> bool:
-    """Exit once the pool holds ``min_positive`` correct completions."""
+    """Exit once the pool holds ``min_positive`` correct completions.
+
+    The samplers also wait until the pool holds ``group_size`` completions before any rule can exit it. The reference
+    code exits at the first positive even when fewer than ``n`` were drawn (``M < n``) and trains on that smaller
+    group; here such a prompt is sampled for another round (docs/reliability.md).
+    """
     return num_positive >= min_positive
 
 

@@ -6,9 +6,13 @@ indices to keep; which completions of a class are kept is a seeded uniform choic
 
 * ``balanced``          -- ``n // 2`` positives and ``n - n // 2`` negatives; a class that is short is topped up from
   the other class (Reinforce-Ada's balanced downsampling).
-* ``positive_focused``  -- keep the pool's positive ratio (rounded), but at least one positive and one negative
-  whenever the pool has them. (Our reading of the reference's "positive-focused" mode; the reference keeps *all* positives first, which
-  over-represents them even more.)
+* ``positive_focused``  -- keep the pool's positive ratio (``round(n * positives / pool)``), but at least one positive
+  and one negative whenever the pool has them; applied to every pool. The reference code (the authors' verl fork,
+  WeiXiongUST/Reinforce-Ada ``ray_trainer.py``, ``reinforce_ada_choice="positive_focused"``) uses this ratio rule only
+  as its *fallback*, for prompts that never exited, and there with ``ceil``, clamped to ``[1, kept - 1]`` positives.
+  A prompt that does exit there (at its first positive) is downsampled like ``balanced``: ``min(n // 2, positives)``
+  positives, the rest negatives, topped up from the other class -- ``strategy="ada-positive"`` with the default
+  ``selection="balanced"`` is that behaviour.
 * ``random``            -- a uniform subset of the pool, ignoring classes.
 
 When the pool holds fewer than ``n`` completions the whole pool is kept. Signature of every rule:

@@ -7,8 +7,11 @@
    written by ``datasets``' ``save_to_disk`` is opened with ``load_from_disk``; any other directory or a dataset name
    goes to ``datasets.load_dataset`` (offline under ``HF_HUB_OFFLINE=1``: only the local cache is used). ``split``
    picks the split of a dataset dictionary; it is ignored for single files.
-2. Check before any work per row: the source exists, the extension is supported, the dataset is not empty, and the
-   ``prompt_key`` / ``answer_key`` / ``id_key`` columns exist (the error lists the available columns).
+2. Check before any work per row: the source exists, the extension is supported, a file is UTF-8 (a UTF-8 BOM is
+   allowed; otherwise the error gives the line and byte offset of the first bad byte), the dataset is not empty,
+   the ``prompt_key`` / ``answer_key`` / ``id_key`` columns exist (the error lists the available columns) and, with
+   ``answer_key``, every row has an answer (``None``, a missing value, NaN or blank text is refused, naming the
+   rows). Each of these is a :class:`~reinforce_ada.errors.DataError` naming the file.
 3. Build each prompt. A string in ``prompt_key`` is put into ``template`` (every ``{prompt}`` is replaced; other
    braces, such as ``\\boxed{}``, are kept as written); with ``system_prompt`` it becomes the chat messages
    ``[{"role": "system", ...}, {"role": "user", ...}]``. A column that already holds a message list stays a message
@@ -24,11 +27,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable
+import math
+from typing import Any, Callable, Iterable
 
+from reinforce_ada.errors import BadRowError, ConfigError, DataError, DataKeyError, MissingColumnError
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -49,18 +55,17 @@ def load_prompts(source: str | Path, *, prompt_key: str = "prompt", answer_key: 
     ('1+1? Answer in \\\\boxed{}.', '2', {'level': 1})
     """
     if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None (got {limit!r})")
+        raise ConfigError(f"limit must be a positive integer or None (got {limit!r})")
     if template is not None and "{prompt}" not in template:
-        raise ValueError(f"template must contain '{{prompt}}' where the prompt goes (got {template!r})")
-    rows, columns = _read_rows(source, split)
+        raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {template!r})")
+    rows, columns, where = _read_rows(source, split)
     if not rows:
-        raise ValueError(f"{source}: the dataset is empty (no rows)")
-    for role, key in (("prompt_key", prompt_key), ("answer_key", answer_key), ("id_key", id_key)):
-        if key is not None and key not in columns:
-            raise KeyError(f"{source}: no column {key!r} (given as {role}); available columns: "
-                           f"{', '.join(map(repr, columns))}")
+        raise DataError(f"{source}: the dataset is empty (no rows)")
+    check_columns(source, columns, prompt_key=prompt_key, answer_key=answer_key, id_key=id_key)
     if limit is not None:
         rows = rows[:limit]
+    if answer_key is not None:
+        check_answers(source, rows, answer_key, where)
     prompts: list[Prompt] = []
     seen: dict[Any, int] = {}
     used = {prompt_key, answer_key, id_key}
@@ -71,8 +76,8 @@ def load_prompts(source: str | Path, *, prompt_key: str = "prompt", answer_key: 
         if id_key is not None:
             prompt_id = row[id_key]
             if prompt_id in seen:
-                raise ValueError(f"{source}: id {prompt_id!r} in column {id_key!r} appears in rows {seen[prompt_id]} "
-                                 f"and {index}; ids must be unique")
+                raise DataError(f"{source}: id {prompt_id!r} in column {id_key!r} appears in rows {seen[prompt_id]} "
+                                f"and {index}; ids must be unique")
             seen[prompt_id] = index
         else:
             prompt_id = content_id(raw, answer)
@@ -84,6 +89,52 @@ def load_prompts(source: str | Path, *, prompt_key: str = "prompt", answer_key: 
         prompts.append(Prompt(prompt_id=prompt_id, prompt=text, answer=answer, metadata=metadata))
     logger.info("loaded %d prompts from %s", len(prompts), source)
     return prompts
+
+
+def check_columns(source: Any, columns: Iterable[str], **keys: str | None) -> None:
+    """Raise :class:`MissingColumnError` naming the source, the missing column, the option that named it and the
+    columns there are (``keys``: option name -> column, e.g. ``prompt_key="question"``; ``None`` is skipped)."""
+    columns = list(columns)
+    for role, key in keys.items():
+        if key is not None and key not in columns:
+            raise MissingColumnError(f"{source}: no column {key!r} (given as {role}); available columns: "
+                                     f"{', '.join(map(repr, columns))}")
+
+
+def has_answer(value: Any) -> bool:
+    """False for a missing reference answer: ``None``, NaN or text that is empty after stripping."""
+    if value is None:
+        return False
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return not (isinstance(value, str) and not value.strip())
+
+
+def check_answers(source: Any, rows: list[dict], answer_key: str, where: Any = None) -> None:
+    """Raise :class:`DataError` when a row has no answer in ``answer_key``, naming up to five of them (a verifier
+    could only fail on them, which would look like a run of wrong answers). ``where(index)`` names a row (default
+    ``row <index>``, counted from 0 as in the other messages of this module)."""
+    where = where or (lambda index: f"row {index}")
+    missing = [index for index, row in enumerate(rows) if not has_answer(row.get(answer_key))]
+    if missing:
+        shown = ", ".join(where(i) for i in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise DataError(f"{source}: {len(missing)} of {len(rows)} rows have no answer in column {answer_key!r} "
+                        f"({shown}); give every row a reference answer or remove those rows")
+
+
+def read_utf8_text(path: str | Path, *, error: type[Exception] = DataError, what: str = "file") -> str:
+    """The text of a UTF-8 file (a leading BOM is dropped). A missing file or bytes that are not UTF-8 raise
+    ``error`` naming the file, and the line and byte offset of the first bad byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{what} {path} does not exist" if not path.exists() else f"{what} {path} is not a file")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x} at byte offset {err.start}); "
+                    f"save the file as UTF-8") from None
 
 
 def content_id(prompt: Any, answer: Any) -> str:
@@ -108,13 +159,13 @@ def _build_prompt(raw: Any, template: str | None, system_prompt: str | None, whe
         if template is not None:
             users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
             if not users:
-                raise ValueError(f"{where}: template given but the message list has no user message")
+                raise DataError(f"{where}: template given but the message list has no user message")
             messages[users[-1]]["content"] = apply_template(messages[users[-1]]["content"], template)
         if system_prompt is not None and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system_prompt})
         return messages
-    raise TypeError(f"{where}: the prompt must be a string or a list of {{'role', 'content'}} messages "
-                    f"(got {type(raw).__name__})")
+    raise BadRowError(f"{where}: the prompt must be a string or a list of {{'role', 'content'}} messages "
+                      f"(got {type(raw).__name__})")
 
 
 def _is_messages(value: Any) -> bool:
@@ -122,64 +173,84 @@ def _is_messages(value: Any) -> bool:
             and all(isinstance(m, dict) and "role" in m and "content" in m for m in value))
 
 
-def _read_rows(source: str | Path, split: str) -> tuple[list[dict], list[str]]:
+Where = Callable[[int], str]
+"""Names a row by its index in messages: ``row 3``, or ``row 3 (line 5)`` for line-based files."""
+
+
+def _read_rows(source: str | Path, split: str) -> tuple[list[dict], list[str], Where]:
     path = Path(source)
     if path.is_file():
         suffix = path.suffix.lower()
         if suffix not in SUPPORTED_EXTENSIONS:
-            raise ValueError(f"{path}: unsupported file type {suffix or '(none)'!r}; supported: "
-                             f"{', '.join(SUPPORTED_EXTENSIONS)}, or a datasets directory / name")
-        rows = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet, ".csv": _read_csv}[suffix](path)
-        return rows, _columns(rows)
+            raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; supported: "
+                            f"{', '.join(SUPPORTED_EXTENSIONS)}, or a datasets directory / name")
+        if suffix == ".parquet":
+            rows, lines = _read_parquet(path), None
+        else:
+            reader = {".jsonl": _read_jsonl, ".json": _read_json, ".csv": _read_csv}[suffix]
+            rows, lines = reader(path, read_utf8_text(path))
+        return rows, _columns(rows), _where(lines)
     if path.is_dir():
-        return _read_hf(path, split, on_disk=_is_saved_dataset(path))
+        rows, columns = _read_hf(path, split, on_disk=_is_saved_dataset(path))
+        return rows, columns, _where(None)
     looks_like_path = isinstance(source, Path) or str(source).startswith((".", "/", "~")) or Path(
         str(source)).suffix.lower() in SUPPORTED_EXTENSIONS
     if looks_like_path:
         raise FileNotFoundError(f"no such file or directory: {source}")
-    return _read_hf(str(source), split, on_disk=False)
+    rows, columns = _read_hf(str(source), split, on_disk=False)
+    return rows, columns, _where(None)
+
+
+def _where(lines: list[int] | None) -> Where:
+    if lines is None:
+        return lambda index: f"row {index}"
+    return lambda index: f"row {index} (line {lines[index]})"
 
 
 def _columns(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(key for row in rows for key in row))
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number}: each line must be a JSON object (got {type(row).__name__})")
-            rows.append(row)
-    return rows
+def _read_jsonl(path: Path, text: str) -> tuple[list[dict], list[int]]:
+    rows, lines = [], []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{number}: each line must be a JSON object (got {type(row).__name__})")
+        rows.append(row)
+        lines.append(number)
+    return rows, lines
 
 
-def _read_json(path: Path) -> list[dict]:
+def _read_json(path: Path, text: str) -> tuple[list[dict], None]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if isinstance(data, dict) and data and all(isinstance(v, list) for v in data.values()):
         lengths = {len(v) for v in data.values()}
         if len(lengths) != 1:
-            raise ValueError(f"{path}: columns have different lengths {sorted(lengths)}")
+            raise DataError(f"{path}: columns have different lengths {sorted(lengths)}")
         data = [dict(zip(data, values)) for values in zip(*data.values())]
     if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
-        raise ValueError(f"{path}: expected a list of objects, {{'column': [...]}} or {{'data': [...]}}")
-    return data
+        raise DataError(f"{path}: expected a list of objects, {{'column': [...]}} or {{'data': [...]}}")
+    return data, None
 
 
-def _read_csv(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8", newline="") as f:
-        return [dict(row) for row in csv.DictReader(f)]
+def _read_csv(path: Path, text: str) -> tuple[list[dict], list[int]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows, lines = [], []
+    for row in reader:
+        rows.append(dict(row))
+        lines.append(reader.line_num)
+    return rows, lines
 
 
 def _read_parquet(path: Path) -> list[dict]:
@@ -204,11 +275,11 @@ def _read_hf(source: str | Path, split: str, on_disk: bool) -> tuple[list[dict],
     except FileNotFoundError as err:
         raise FileNotFoundError(f"cannot load dataset {str(source)!r}: {err}") from err
     except (ConnectionError, OSError, ValueError) as err:
-        raise ValueError(f"cannot load dataset {str(source)!r} (offline? HF_HUB_OFFLINE=1 allows only the local "
-                         f"cache): {err}") from err
+        raise DataError(f"cannot load dataset {str(source)!r} (offline? HF_HUB_OFFLINE=1 allows only the local "
+                        f"cache): {err}") from err
     if isinstance(data, (datasets.DatasetDict, dict)):
         if split not in data:
-            raise KeyError(f"{source}: no split {split!r}; available splits: {', '.join(map(repr, data))}")
+            raise DataKeyError(f"{source}: no split {split!r}; available splits: {', '.join(map(repr, data))}")
         data = data[split]
     return _rows_of(data), list(data.column_names)
 

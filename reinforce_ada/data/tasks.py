@@ -37,6 +37,7 @@ import numpy as np
 
 from reinforce_ada.core.registry import Registry
 from reinforce_ada.data.loading import apply_template
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.types import Prompt
 
 SPLITS = ("train", "test")
@@ -195,7 +196,7 @@ class ReasoningGymTask(Task):
         from reasoning_gym.factory import DATASETS
 
         if dataset not in DATASETS:
-            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; e.g. {', '.join(sorted(DATASETS)[:8])}, ...")
+            raise ConfigError(f"unknown reasoning-gym dataset {dataset!r}; e.g. {', '.join(sorted(DATASETS)[:8])}, ...")
         if template is not None and "{prompt}" not in template:
             raise ValueError(f"template must contain '{{prompt}}' (got {template!r})")
         if not 0.0 < test_fraction < 1.0:
@@ -240,15 +241,15 @@ class ReasoningGymTask(Task):
 def get_task(name: str, **options: Any) -> Task:
     """Build the task registered as ``name`` (``"arithmetic"``) or ``"reasoning-gym:<dataset>"`` with ``options``."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"task name must be a non-empty string (got {name!r})")
+        raise ConfigError(f"task name must be a non-empty string (got {name!r})")
     if name.startswith("reasoning-gym:"):
         dataset = name.partition(":")[2]
         if not dataset:
-            raise ValueError("give the dataset after the colon, e.g. 'reasoning-gym:basic_arithmetic'")
+            raise ConfigError("give the dataset after the colon, e.g. 'reasoning-gym:basic_arithmetic'")
         return ReasoningGymTask(dataset, **options)
     if name in TASKS:
         return TASKS.get(name)(**options)
-    raise ValueError(f"unknown task {name!r}; registered: {', '.join(TASKS.names())}, or 'reasoning-gym:<dataset>'")
+    raise ConfigError(f"unknown task {name!r}; registered: {', '.join(TASKS.names())}, or 'reasoning-gym:<dataset>'")
 
 
 def list_tasks() -> list[str]:

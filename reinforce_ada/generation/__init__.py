@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.generation.hf import HFGenerator
 from reinforce_ada.generation.prompting import encode_prompt, prompt_messages
 from reinforce_ada.generation.vllm import VLLMGenerator
@@ -56,7 +57,7 @@ def get_generator(name: str, model: Any, tokenizer: Any, **options: Any):
     try:
         factory = _GENERATORS[name]
     except KeyError:
-        raise ValueError(f"unknown generator {name!r}; available: {', '.join(available_generators())}") from None
+        raise ConfigError(f"unknown generator {name!r}; available: {', '.join(available_generators())}") from None
     return factory(model, tokenizer, **options)
 
 

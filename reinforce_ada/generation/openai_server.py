@@ -5,6 +5,10 @@ cancels a prompt's outstanding requests when it exits -- cancelling the awaiting
 vLLM and SGLang abort a request whose client disconnected. Prompts given as chat messages go to
 ``/v1/chat/completions``, plain strings to ``/v1/completions``.
 
+``timeout_s`` is a deadline for each attempt as a whole (connecting, sending, and reading the whole answer): a server
+that keeps the connection alive by dripping a byte now and then cannot hold a request past it. httpx's own timeouts
+(per connect, per read) apply inside it.
+
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
 deterministic jitter): connection errors, dropped connections, timeouts, HTTP 408/409/429/5xx and malformed
 bodies. Other 4xx answers (a bad request will not get better) fail at once. Every sample carries its own request id
@@ -12,7 +16,11 @@ bodies. Other 4xx answers (a bad request will not get better) fail at once. Ever
 prompt is never lost silently nor counted twice.
 
 The same object also implements the synchronous :class:`~reinforce_ada.sampler.Generator` protocol, so the
-round-based sampler can use a server too.
+round-based sampler can use a server too. There a sample that still fails after its retries does not fail the
+call: ``generate`` raises :class:`~reinforce_ada.sampler.PartialGenerationError` carrying the completions that were
+made, and the sampler keeps them, asks again for the failed samples only and counts those it never gets
+(``num_failed_samples``). When every sample fails, the first failure is raised. Every request has finished before
+``generate`` returns or raises, so none is left running when its event loop closes.
 
 Needs ``httpx`` (imported when the first request is made).
 """
@@ -25,7 +33,7 @@ import random
 import uuid
 from typing import Any, Sequence
 
-from reinforce_ada.sampler import GenerationError, GenerationRequest
+from reinforce_ada.sampler import GenerationError, GenerationRequest, PartialGenerationError
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -76,6 +84,7 @@ class OpenAICompletionsEngine:
         self.max_connections = max_connections
         self._rng = random.Random(seed)
         self._clients: dict[int, Any] = {}
+        self._slots: dict[int, asyncio.Semaphore] = {}
         self.num_requests = 0
         """HTTP requests sent, retries included."""
         self.num_retries = 0
@@ -96,7 +105,15 @@ class OpenAICompletionsEngine:
             client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits)
             self._clients = {k: v for k, v in self._clients.items() if not v.is_closed}
             self._clients[id(loop)] = client
+            self._slots = {k: v for k, v in self._slots.items() if k in self._clients}
+            self._slots[id(loop)] = asyncio.Semaphore(self.max_connections)
         return client
+
+    def _slot(self) -> asyncio.Semaphore:
+        """At most ``max_connections`` attempts at once on this loop: waiting for a slot is queueing, so it is not
+        counted against ``timeout_s``."""
+        self._client()
+        return self._slots[id(asyncio.get_running_loop())]
 
     async def aclose(self) -> None:
         for client in list(self._clients.values()):
@@ -125,7 +142,13 @@ class OpenAICompletionsEngine:
                 await asyncio.sleep(self._backoff(attempt - 1))
             self.num_requests += 1
             try:
-                response = await self._client().post(path, json=body, headers={"X-Request-Id": request_id})
+                async with self._slot():
+                    response = await asyncio.wait_for(
+                        self._client().post(path, json=body, headers={"X-Request-Id": request_id}), self.timeout_s)
+            except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
+                last = f"no complete answer within timeout_s={self.timeout_s:g}"
+                logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
+                continue
             except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
                 last = f"{type(err).__name__}: {err}"
                 logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
@@ -161,13 +184,26 @@ class OpenAICompletionsEngine:
 
     # -- synchronous Generator protocol -----------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
-        """All samples of all requests concurrently; one list per request (for the round-based sampler)."""
-        async def run() -> list[list[Completion]]:
+        """All samples of all requests concurrently; one list per request (for the round-based sampler).
+
+        Some samples failed after ``max_attempts``: :class:`PartialGenerationError` with the others; every sample
+        failed: the first failure.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("OpenAICompletionsEngine.generate() was called inside a running event loop; "
+                               "use `await engine.complete(prompt, request_id)` there")
+
+        async def run() -> list[list[Completion | BaseException]]:
+            call_id = uuid.uuid4().hex[:12]
             try:
-                call_id = uuid.uuid4().hex[:12]
-                jobs = [[self.complete(r.prompt, f"{call_id}-{i}-{j}") for j in range(r.num_samples)]
-                        for i, r in enumerate(requests)]
-                flat = await asyncio.gather(*(job for row in jobs for job in row))
+                # return_exceptions: one failed sample neither cancels the others nor leaves them running
+                flat = await asyncio.gather(*(self.complete(r.prompt, f"{call_id}-{i}-{j}")
+                                              for i, r in enumerate(requests) for j in range(r.num_samples)),
+                                            return_exceptions=True)
             finally:
                 await self.aclose()
             out, start = [], 0
@@ -176,4 +212,15 @@ class OpenAICompletionsEngine:
                 start += r.num_samples
             return out
 
-        return asyncio.run(run())
+        results = asyncio.run(run())
+        errors = [x for row in results for x in row if isinstance(x, BaseException)]
+        for error in errors:
+            if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit, cancellation: not a failed sample
+                raise error
+        outputs = [[x for x in row if isinstance(x, Completion)] for row in results]
+        if not errors:
+            return outputs
+        if len(errors) == sum(len(row) for row in results):
+            raise errors[0]
+        raise PartialGenerationError(f"{len(errors)} of {sum(len(row) for row in results)} samples failed; first: "
+                                     f"{errors[0]}", outputs, [len(row) - len(out) for row, out in zip(results, outputs)])

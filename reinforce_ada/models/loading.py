@@ -59,7 +59,9 @@ def load_pretrained(name_or_path: str, dtype: str = "float32") -> tuple[Any, Any
         gguf = smollm2_gguf_path()
         logger.info("loading SmolLM2-135M-Instruct from %s (de-quantized to %s)", gguf, dtype)
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch_dtype)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch_dtype,
+                                                     **_gguf_dequantize_kwargs())
+        _drop_gguf_quantization(model, gguf)
         _use_gguf_special_tokens(tokenizer, gguf)
     else:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
@@ -68,6 +70,55 @@ def load_pretrained(name_or_path: str, dtype: str = "float32") -> tuple[Any, Any
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model, tokenizer
+
+
+def _gguf_dequantize_kwargs() -> dict[str, Any]:
+    """Ask for dense weights where transformers could keep GGUF blocks packed.
+
+    transformers releases that have ``GgufConfig(dequantize=...)`` leave a GGUF model's weights in their quantized
+    blocks when a matmul kernel is available (``pip install kernels``); such weights cannot be trained. Older releases
+    always de-quantize and have no such option.
+    """
+    import inspect
+
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return {}
+    if "dequantize" not in inspect.signature(GgufConfig).parameters:
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
+def _drop_gguf_quantization(model: Any, gguf: Path) -> None:
+    """Make a de-quantized GGUF model a plain model, so that ``save_pretrained`` writes ordinary safetensors.
+
+    Newer transformers (5.20 and later, at least) keep a GGUF "quantizer" and ``config.quantization_config`` on the
+    model even after every weight was de-quantized to dense floats, and then refuse to save it ("The model is
+    quantized with gguf and is not serializable"). The weights are dense, so the quantization record is dropped --
+    after checking that every parameter really is a floating-point tensor of an ordinary module.
+    """
+    import torch
+
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None and getattr(model.config, "quantization_config", None) is None:
+        return  # transformers already returned a plain model
+    packed = [name for name, module in model.named_modules() if "gguf" in type(module).__name__.lower()]
+    packed += [name for name, param in model.named_parameters() if not torch.is_floating_point(param)]
+    if packed:
+        raise RuntimeError(f"{gguf.name}: transformers kept {len(packed)} GGUF-packed weights or modules (e.g. "
+                           f"{packed[0]}), which cannot be trained; uninstall the `kernels` package so that "
+                           "transformers de-quantizes the whole model")
+    if quantizer is not None and hasattr(quantizer, "remove_quantization_config"):
+        quantizer.remove_quantization_config(model)
+    else:
+        for attribute in ("hf_quantizer", "quantization_method"):
+            if hasattr(model, attribute):
+                delattr(model, attribute)
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.is_quantized = False
+    logger.info("%s: de-quantized to dense weights; dropped the GGUF quantization record", gguf.name)
 
 
 def _use_gguf_special_tokens(tokenizer: Any, gguf: Path) -> None:

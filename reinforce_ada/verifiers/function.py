@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Sequence
 
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.types import Completion, Prompt
 from reinforce_ada.verifiers.registry import check_lengths
 
@@ -27,7 +28,7 @@ def import_function(path: str) -> Callable:
     """Import ``"package.module:function"`` (dots after the colon walk attributes), with clear errors."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"expected 'package.module:function', got {path!r}")
+        raise ConfigError(f"expected 'package.module:function', got {path!r}")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as err:

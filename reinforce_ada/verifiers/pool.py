@@ -17,6 +17,7 @@ function (it is pickled by reference).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -42,9 +43,18 @@ class Outcome:
 _READY = -1
 
 
-def _worker_main(conn: Any, fn: Callable) -> None:
-    """Worker loop: receive ``(task_id, args)``, reply ``(task_id, status, value)``; ``None`` or EOF stops it."""
+def _worker_main(conn: Any, fn: Callable, preload: Sequence[str] = ()) -> None:
+    """Worker loop: receive ``(task_id, args)``, reply ``(task_id, status, value)``; ``None`` or EOF stops it.
+
+    The ``preload`` modules are imported before the worker reports ready, so their import time never counts against
+    an item's timeout -- also when the fork server was started by another pool with other preloads (there is one
+    fork server per process) and did not import them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # fn reports the missing package itself, with its own message
+            pass
     try:
         conn.send((_READY, "ready", os.getpid()))
     except (EOFError, OSError):
@@ -68,9 +78,9 @@ def _worker_main(conn: Any, fn: Callable) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx: Any, fn: Callable):
+    def __init__(self, ctx: Any, fn: Callable, preload: Sequence[str] = ()):
         self.conn, child_conn = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(target=_worker_main, args=(child_conn, fn), daemon=True,
+        self.process = ctx.Process(target=_worker_main, args=(child_conn, fn, tuple(preload)), daemon=True,
                                    name="reinforce-ada-verifier")
         self.process.start()
         child_conn.close()
@@ -143,11 +153,11 @@ class WorkerPool:
             self._workers, self._pid = [], os.getpid()
         if not self._workers:
             self._ctx = self._context()
-            self._workers = [_Worker(self._ctx, self.fn) for _ in range(self.num_workers)]
+            self._workers = [_Worker(self._ctx, self.fn, self.preload) for _ in range(self.num_workers)]
 
     def _replace(self, index: int) -> None:
         self._workers[index].kill()
-        self._workers[index] = _Worker(self._ctx, self.fn)
+        self._workers[index] = _Worker(self._ctx, self.fn, self.preload)
         self.num_replaced += 1
 
     def map(self, items: Sequence[tuple], timeout: float | None = None) -> list[Outcome]:

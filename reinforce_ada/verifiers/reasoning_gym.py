@@ -6,6 +6,14 @@ is taken from the completion (``extract="answer_tag"``: the last ``<answer>...</
 convention; ``boxed``, ``last_line``, ``full`` and ``auto`` also work) and scored with
 ``reasoning_gym.get_score_answer_fn(dataset)(answer, entry)``, a float in [0, 1] (no answer found -> 0.0). A prompt
 without that metadata gives ``None``. Needs the optional ``reasoning-gym`` package (imported on first use).
+
+Partial credit. Several datasets give similarity credit to wrong answers (``spell_backward`` scores a misspelt
+word 0.6-0.9, ``word_sorting`` a list with one word wrong 0.89). Taken as rewards, such scores cross
+``positive_threshold`` (0.5), so exit rules and balanced selection would count wrong answers as positive. By default
+the reward is therefore the scorer's verdict: 1.0 when its score is 1 (``>= 1 - CORRECT_TOLERANCE``; some scorers
+return 1.0000000000000002), else 0.0 -- and ``stats["partial_credit"]`` counts the wrong answers that had some
+credit. ``partial_credit=True`` returns the raw score instead; then set ``positive_threshold`` above the highest
+credit a wrong answer can get (e.g. 0.99), or positives will include wrong answers.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from reinforce_ada.verifiers.registry import AnswerVerifier, register_verifier
 
 METADATA_KEY = "reasoning_gym"
 
+CORRECT_TOLERANCE = 1e-6
+"""A score counts as correct when it is at least ``1 - CORRECT_TOLERANCE``."""
+
 
 def require_reasoning_gym() -> None:
     """Raise a clear ``ImportError`` when ``reasoning-gym`` is not installed."""
@@ -29,11 +40,14 @@ def require_reasoning_gym() -> None:
 
 @register_verifier("reasoning-gym")
 class ReasoningGymVerifier(AnswerVerifier):
-    """Score with the reasoning-gym dataset named in ``Prompt.metadata["reasoning_gym"]``."""
+    """Score with the reasoning-gym dataset named in ``Prompt.metadata["reasoning_gym"]``: 1.0 for a correct answer,
+    0.0 otherwise (``partial_credit=True``: the dataset's raw score in [0, 1]; see the module docstring)."""
 
-    def __init__(self, *, extract: str = "answer_tag"):
+    def __init__(self, *, extract: str = "answer_tag", partial_credit: bool = False):
         require_reasoning_gym()
         super().__init__()
+        self.stats["partial_credit"] = 0
+        self.partial_credit = partial_credit
         if extract not in EXTRACTORS:
             raise ValueError(f"unknown extract={extract!r}; choose one of {', '.join(EXTRACTORS)}")
         self.extract = extract
@@ -54,4 +68,9 @@ class ReasoningGymVerifier(AnswerVerifier):
         return extract(completion.text, self.extract)
 
     def compare(self, answer: str, reference: dict) -> float:
-        return self._scorer(reference["dataset"])(answer, reference["entry"])
+        score = float(self._scorer(reference["dataset"])(answer, reference["entry"]))
+        if score >= 1.0 - CORRECT_TOLERANCE:
+            return 1.0
+        if score > 0.0:
+            self.stats["partial_credit"] += 1
+        return score if self.partial_credit else 0.0

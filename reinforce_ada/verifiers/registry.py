@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from reinforce_ada.core.registry import Registry
+from reinforce_ada.errors import ConfigError
 
 VerifierFactory = Callable[..., Any]
 
@@ -38,14 +39,14 @@ def get_verifier(name: str | Callable, **options: Any):
             raise ValueError(f"options {sorted(options)} were given with a callable verifier; they would be ignored")
         return name
     if not isinstance(name, str) or not name:
-        raise ValueError(f"verifier name must be a non-empty string or a callable (got {name!r})")
+        raise ConfigError(f"verifier name must be a non-empty string or a callable (got {name!r})")
     if name in VERIFIERS:
         return VERIFIERS.get(name)(**options)
     if ":" in name:
         from reinforce_ada.verifiers.function import RewardFunctionVerifier, import_function
 
         return RewardFunctionVerifier(import_function(name), **options)
-    raise ValueError(f"unknown verifier {name!r}; registered: {', '.join(VERIFIERS.names())}, "
+    raise ConfigError(f"unknown verifier {name!r}; registered: {', '.join(VERIFIERS.names())}, "
                      f"or 'package.module:function' for a TRL-style reward function")
 
 

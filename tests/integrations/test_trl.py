@@ -1,12 +1,14 @@
 """AdaGRPOTrainer end to end on a tiny local model with TRL's plain generation (CPU, a few seconds), plus the adapters.
 
-One 2-step training run (module fixture) backs several tests: parameters change, TRL's logs carry our sampling
-metrics, and the advantages TRL trains on (captured in ``compute_loss``) are exactly ``r - mean(pool)``, recomputed
-here from the scripted reward and the texts of every completion drawn for the prompt.
+One 2-step training run (module fixture, ``scale_rewards="none"``) backs several tests: parameters change, TRL's logs
+carry our sampling metrics, and the advantages TRL trains on (captured in ``compute_loss``) are exactly
+``r - mean(pool)``, recomputed here from the scripted reward and the texts of every completion drawn for the prompt.
+TRL's other semantics (``scale_rewards``, correctness, logging, errors, token metrics) are in test_trl_semantics.py.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from types import SimpleNamespace
 
@@ -48,12 +50,14 @@ class RecordingTrainer(AdaGRPOTrainer):
         self.loss_inputs: list[dict] = []
         self.batches: list = []
         self.logged_advantages: list[list[float]] = []
+        self.trained_advantages: list[list[float]] = []
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             self.batches.append(self.ada_last_batch)
             self.logged_advantages.append(list(self._logs["advantages"]))
+            self.trained_advantages.append(self.ada_advantages.tolist())
         return output
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -71,7 +75,7 @@ def run(tmp_path_factory):
     dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4=", "5+5=", "6+6=", "7+7=", "8+8="],
                                  "answer": ["2", "4", "6", "8", "10", "12", "14", "16"]})
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    args = base_args(tmp_path, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4)
+    args = base_args(tmp_path, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4, scale_rewards="none")
     trainer = RecordingTrainer(model=model, reward_funcs=scripted_reward, args=args, train_dataset=dataset,
                                eval_dataset=dataset.select(range(2)), processing_class=tokenizer)
     trainer.train()
@@ -129,8 +133,8 @@ def test_evaluation_is_trl_plain_generation(run):
 
 
 def test_completion_table_logs_trained_advantages(run):
-    for logged, batch in zip(run.trainer.logged_advantages, run.trainer.batches):
-        assert logged[-8:] == pytest.approx(batch.advantages.tolist(), abs=1e-6)
+    for logged, trained in zip(run.trainer.logged_advantages, run.trainer.trained_advantages):
+        assert logged[-8:] == pytest.approx(trained, abs=1e-6)
 
 
 def test_each_completion_is_scored_once(run):
@@ -142,13 +146,9 @@ def test_each_completion_is_scored_once(run):
         assert log["reward"] == pytest.approx(sum(kept) / len(kept), abs=1e-6)
 
 
-@pytest.mark.parametrize("logs_extra", [False, True])
-def test_rescoring_only_when_asked_or_when_a_reward_function_logs(tmp_path, logs_extra):
+@pytest.mark.parametrize("rescore_kept", [False, True])
+def test_rescoring_only_when_asked(tmp_path, rescore_kept):
     calls = []
-
-    def counting(prompts, completions, **kwargs):
-        calls.append(len(completions))
-        return scripted_reward(prompts, completions)
 
     def logging_reward(prompts, completions, log_extra=None, **kwargs):
         calls.append(len(completions))
@@ -156,20 +156,19 @@ def test_rescoring_only_when_asked_or_when_a_reward_function_logs(tmp_path, logs
         return scripted_reward(prompts, completions)
 
     dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
-    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=logging_reward if logs_extra else counting,
-                             args=base_args(tmp_path, max_steps=1, per_device_train_batch_size=4),
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=logging_reward,
+                             args=base_args(tmp_path, max_steps=1, per_device_train_batch_size=4,
+                                            rescore_kept=rescore_kept, log_completions=True),
                              train_dataset=dataset, processing_class=build_char_tokenizer())
-    assert trainer.ada_rescore_kept == logs_extra
+    assert trainer.ada_rescore_kept == rescore_kept
     trainer.train()
     drawn = sum(p.num_drawn for p in trainer.ada_last_batch.pools.values())
     kept_rows = 4
-    assert sum(calls) == drawn + (kept_rows if logs_extra else 0)
-    if logs_extra:
-        assert "first_char" in trainer._logs["extra"]
-    forced = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=counting,
-                            args=base_args(tmp_path, rescore_kept=True), train_dataset=dataset,
-                            processing_class=build_char_tokenizer())
-    assert forced.ada_rescore_kept
+    assert sum(calls) == drawn + (kept_rows if rescore_kept else 0)
+    # Either way TRL's completions table gets one first_char per kept row, lined up with its completions.
+    logs = trainer._logs
+    assert list(logs["extra"]["first_char"]) == [c[:1] for c in logs["completion"]]
+    assert trainer.ada_reward_calls_reused == (0 if rescore_kept else 1)
 
 
 def test_checkpoints_carry_the_sampler_rng(tmp_path):
@@ -191,7 +190,9 @@ def test_checkpoints_carry_the_sampler_rng(tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     (dict(num_generations=8, samples_per_round=2, max_rounds=2), "group_size=8 exceeds"),
     (dict(exit_rule="sometimes"), "exit_rule='sometimes'"),
-    (dict(multi_objective_aggregation="normalize_then_sum"), "sum_then_normalize"),
+    (dict(multi_objective_aggregation="sum_of_both"), "multi_objective_aggregation='sum_of_both'"),
+    (dict(scale_rewards="sometimes"), "scale_rewards='sometimes'"),
+    (dict(correctness_reward_funcs=[]), "correctness_reward_funcs is empty"),
 ])
 def test_bad_config_is_rejected(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -207,11 +208,14 @@ def test_each_process_must_hold_whole_groups(tmp_path, monkeypatch):
 
 
 def test_sampler_config_follows_trl_fields(tmp_path):
-    args = base_args(tmp_path, num_generations=4, samples_per_round=8, max_rounds=3, normalize_std=True,
-                     per_device_train_batch_size=4)
+    args = base_args(tmp_path, num_generations=4, samples_per_round=8, max_rounds=3, per_device_train_batch_size=4)
     cfg = args.sampler_config(process_index=1)
     assert (cfg.group_size, cfg.samples_per_round, cfg.max_rounds) == (4, 8, 3)
-    assert cfg.normalize_std and cfg.advantage == "pool" and cfg.seed == args.seed + 1
+    assert cfg.advantage == "pool" and cfg.seed == args.seed + 1
+    # TRL's default scale_rewards="group" and its True/False spellings
+    assert args.scale_rewards == "group" and cfg.normalize_std
+    assert base_args(tmp_path, scale_rewards=False).scale_rewards == "none"
+    assert base_args(tmp_path, scale_rewards=True).scale_rewards == "group"
     # Fixed shapes for TRL: every prompt yields a full group.
     assert cfg.unexited == "keep" and cfg.on_verifier_failure == "zero"
 
@@ -223,26 +227,45 @@ def test_trainer_rejects_plain_grpo_config_and_rollout_func(tmp_path):
                        per_device_train_batch_size=2)
     with pytest.raises(TypeError, match="AdaGRPOConfig"):
         AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=plain)
+    with pytest.raises(NotImplementedError, match="image prompts"):
+        AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=base_args(tmp_path),
+                       train_dataset=Dataset.from_dict({"prompt": ["1+1="], "image": [None]}))
     with pytest.raises(ValueError, match="rollout_func"):
         AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=base_args(tmp_path),
                        rollout_func=lambda prompts, trainer: {})
 
 
-# -- the TRL version pin -----------------------------------------------------------------------------------------------
+# -- the TRL versions ---------------------------------------------------------------------------------------------------
 def test_version_check():
-    assert check_trl_version("1.16.0") == "1.16.0"
-    assert check_trl_version("1.16.2.dev0") == "1.16.2.dev0"
-    for bad in ("1.15.9", "1.17.0", "2.0.0"):
-        with pytest.raises(ImportError, match=r"supports trl>=1.16,<1.17 but trl " + bad.replace(".", r"\.")):
+    from trl import GRPOTrainer
+
+    for good in ("1.14.1", "1.15.0", "1.16.0", "1.16.2.dev0"):
+        assert check_trl_version(good) == good
+    for bad in ("1.14.0", "1.13.0", "0.29.1"):
+        with pytest.raises(ImportError, match=r"supports trl>=1.14.1,<1.17 but trl " + bad.replace(".", r"\.")):
             check_trl_version(bad)
+    # Newer than tested: a warning when every hook is there ...
+    with pytest.warns(UserWarning, match=r"trl 1\.17\.0 has every hook it uses"):
+        assert check_trl_version("1.17.0", GRPOTrainer) == "1.17.0"
+
+    # ... and an ImportError naming the hook that is gone (or whose parameters changed).
+    class Renamed(GRPOTrainer):
+        _calculate_rewards = None
+
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields):
+            pass
+
+    with pytest.raises(ImportError, match=r"trl 2\.0\.0 lacks .*GRPOTrainer\._generate_single_turn\(num_generations\), "
+                                          r"GRPOTrainer\._calculate_rewards"):
+        check_trl_version("2.0.0", Renamed)
 
 
 def test_unsupported_trl_fails_at_import(monkeypatch):
     import importlib.metadata
 
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.15.0" if name == "trl" else "0")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.14.0" if name == "trl" else "0")
     monkeypatch.delitem(sys.modules, "reinforce_ada.integrations.trl")
-    with pytest.raises(ImportError, match=r"trl>=1.16,<1.17 but trl 1\.15\.0 is installed"):
+    with pytest.raises(ImportError, match=r"trl>=1.14.1,<1.17 but trl 1\.14\.0 is installed"):
         import reinforce_ada.integrations.trl  # noqa: F401
 
 
@@ -256,18 +279,46 @@ def test_reward_verifier_weights_and_none():
 
     trainer = SimpleNamespace(reward_funcs=[correct, short], reward_processing_classes=[None, None],
                               reward_func_names=["correct", "short"], reward_weights=torch.tensor([1.0, 0.5]),
-                              state=None, accelerator=None)
+                              state=None, accelerator=None, _log_metric=lambda name, value: None)
     prompt = Prompt(0, "1+1=", answer="2", metadata={"trl_row": {"prompt": "1+1=", "answer": "2"}})
     completions = [Completion(0, "2"), Completion(0, "22"), Completion(0, "?")]
-    rewards = TRLRewardVerifier(trainer)([prompt] * 3, completions)
-    assert rewards == [1.0 * 1.0 + 0.5 * 1.0, 1.0 * 0.0 + 0.5 * 0.0, 1.0 * 0.0]
+    # The sampler gets the correctness score (here: `correct` alone, unweighted) ...
+    verifier = TRLRewardVerifier(trainer, correctness=[0])
+    assert verifier([prompt] * 3, completions) == [1.0, 0.0, 0.0]
+    # ... and every function's value is kept for the advantages (None -> NaN, as TRL).
+    assert verifier.values_for(completions[0]) == [1.0, 1.0]
+    assert verifier.values_for(completions[2])[0] == 0.0 and math.isnan(verifier.values_for(completions[2])[1])
+    # Correctness from both functions: their unweighted sum; None only when all of them are None.
+    assert TRLRewardVerifier(trainer, correctness=[0, 1])([prompt] * 3, completions) == [2.0, 0.0, 0.0]
+    assert TRLRewardVerifier(trainer, correctness=[1])([prompt] * 3, completions) == [1.0, 0.0, None]
 
-    def never(prompts, completions, **kwargs):
-        return [None] * len(completions)
 
-    trainer.reward_funcs, trainer.reward_func_names = [never], ["never"]
-    trainer.reward_weights = torch.tensor([1.0])
-    assert TRLRewardVerifier(trainer)([prompt], [Completion(0, "2")]) == [None]
+def test_reward_verifier_parses_chat_completions_like_trl(monkeypatch):
+    # With a tokenizer that has a response schema, TRL parses chat completions with parse_response (tool calls,
+    # reasoning); the verifier does the same, with the prompt's token ids as the prefix.
+    import trl.chat_template_utils
+
+    seen = []
+
+    def fake_parse(tokenizer, ids, prefix=None):
+        return {"role": "assistant", "content": f"parsed {len(ids)} after {len(prefix)}"}
+
+    def record(prompts, completions, **kwargs):
+        seen.extend(completions)
+        return [0.0] * len(completions)
+
+    monkeypatch.setattr(trl.chat_template_utils, "parse_response", fake_parse)
+    chat = [{"role": "user", "content": "1+1="}]
+    prompt = Prompt(0, chat, metadata={"trl_row": {"prompt": chat}, "trl_prompt_ids": [5, 6, 7]})
+    trainer = SimpleNamespace(reward_funcs=[record], reward_processing_classes=[None], reward_func_names=["record"],
+                              reward_weights=torch.tensor([1.0]), state=None, _log_metric=None,
+                              _tokenizer=SimpleNamespace(response_schema={"type": "object"}))
+    TRLRewardVerifier(trainer)([prompt], [Completion(0, "2", token_ids=[9, 1])])
+    assert seen == [[{"role": "assistant", "content": "parsed 2 after 3"}]]
+    trainer._tokenizer = SimpleNamespace(response_schema=None)  # no schema: TRL's plain decode
+    seen.clear()
+    TRLRewardVerifier(trainer)([prompt], [Completion(0, "2", token_ids=[9, 1])])
+    assert seen == [[{"role": "assistant", "content": "2"}]]
 
 
 # -- vLLM colocate mode: TRL's own VLLMGeneration code, with only vLLM's LLM engine faked ------------------------------
@@ -326,8 +377,8 @@ def test_vllm_colocate_mode_generates_every_round_through_trl(tmp_path, monkeypa
     inputs = trainer.loss_inputs[0]
     mask = inputs["completion_mask"].bool()
     assert torch.all(inputs["sampling_per_token_logps"][mask] == -0.5)
-    # ... and the trained advantages are still the sampler's (TRL shuffles rows, so compare as multisets).
-    assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(batch.advantages.tolist()), abs=1e-6)
+    # ... and the trained advantages are still ours (TRL shuffles rows, so compare as multisets).
+    assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(trainer.trained_advantages[0]), abs=1e-6)
 
 
 @pytest.mark.parametrize("setup, collective", [

@@ -31,8 +31,8 @@ def test_defaults_are_the_paper_setup(example, tmp_path):
     script_args, args = example.parse_args(["--output_dir", str(tmp_path), "--use_cpu", "true"])
     assert script_args.model_name_or_path == "Qwen/Qwen2.5-Math-1.5B"
     assert (args.num_generations, args.samples_per_round, args.max_rounds) == (4, 8, 4)
-    assert (args.exit_rule, args.selection, args.advantage, args.normalize_std) == ("balanced", "balanced", "pool",
-                                                                                   False)
+    assert (args.exit_rule, args.selection, args.advantage, args.scale_rewards) == ("balanced", "balanced", "pool",
+                                                                                   "none")
     assert (args.epsilon, args.epsilon_high, args.delta, args.loss_type, args.beta) == (0.2, 0.28, 3.0, "dapo", 0.0)
     assert (args.use_vllm, args.vllm_mode) == (True, "server")
     # Each process holds whole groups of n = 4.

@@ -175,9 +175,12 @@ def test_gpu_check_reads_the_training_log():
     spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(EXAMPLES, "gpu_check.py"))
     gpu_check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
-    good = "\n".join(f"step:{s} - timing_s/reinforce_ada/total_samples:48 - timing_s/reinforce_ada/rounds_used:2"
-                     for s in (1, 2))
+    metrics = ("total_samples:48", "rounds_used:2", "pool/score/mean:0.4", "kept/score/mean:0.5", "round_s/max:3.1",
+               "perf/gen_throughput:900.0")
+    good = "\n".join(f"step:{s} - " + " - ".join(f"timing_s/reinforce_ada/{m}" for m in metrics) for s in (1, 2))
     assert gpu_check.check_log(good) == []
+    assert gpu_check.check_log(good.replace("kept/score", "kept/scores")) == [
+        "timing_s/reinforce_ada/kept/score/mean was not logged"]
     problems = gpu_check.check_log("step:1 - actor/pg_loss:0.1")
     assert "no metrics line for step 2" in problems
     assert any("reinforce_ada/total_samples" in p for p in problems)

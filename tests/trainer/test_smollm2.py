@@ -3,7 +3,8 @@
 
 The package is found with ``importlib.util.find_spec`` -- importing it needs ``llm`` and ``llama_cpp``, which the
 ``--no-deps`` install leaves out and which we never use. Skipped when the package, ``gguf`` or ``reasoning-gym`` is
-missing. About a minute: ~30 s to de-quantize the GGUF file, then one small step.
+missing (CI installs all three). About a minute: ~30 s to de-quantize the GGUF file, then one small step; the
+test then loads ``checkpoint-1`` back (a plain safetensors checkpoint on every supported transformers).
 """
 
 import importlib.util
@@ -53,4 +54,16 @@ def test_one_step_of_smollm2_on_a_reasoning_gym_task_moves_the_weights(tmp_path)
     assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors moved"
     largest = max(float((after[k] - before[k]).abs().max()) for k in changed)
     assert largest < 1e-4, "an AdamW step of lr 1e-6 moves no weight by more than about 1e-6"
-    assert (tmp_path / "checkpoint-1" / "model" / "model.safetensors").exists()
+
+    # checkpoint-1 is a plain safetensors checkpoint (no GGUF quantization record) that loads back as trained
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    saved = tmp_path / "checkpoint-1" / "model"
+    assert (saved / "model.safetensors").exists()
+    assert "quantization_config" not in (saved / "config.json").read_text()
+    reloaded = AutoModelForCausalLM.from_pretrained(saved, use_safetensors=True, dtype=torch.float32)
+    assert getattr(reloaded.config, "quantization_config", None) is None
+    state = reloaded.state_dict()
+    assert state.keys() == after.keys()
+    assert all(torch.equal(state[k], after[k]) for k in after), "the checkpoint holds other weights than trained"
+    assert AutoTokenizer.from_pretrained(saved).eos_token == "<|im_end|>"

@@ -9,8 +9,9 @@
 
 ``AdaGRPOTrainer`` is a ``trl.GRPOTrainer`` whose training completions come from Reinforce-Ada's adaptive sampler
 (rounds of M samples per prompt, up to N rounds, early exit, downsampling to n = ``num_generations``) and whose
-advantages use whole-pool statistics; TRL's loss, logging, accelerate/DeepSpeed scaling and vLLM modes are unchanged.
-See ``docs/trl.md``. Importing this module checks the installed TRL version (supported: ``trl>=1.16,<1.17``).
+advantages are TRL's (``scale_rewards``, ``multi_objective_aggregation``) on whole-pool statistics; TRL's loss,
+logging, accelerate/DeepSpeed scaling and vLLM modes are unchanged. See ``docs/trl.md``. Importing this module checks
+the installed TRL (tested: ``trl>=1.14.1,<1.17``; newer versions that still have the hooks import with a warning).
 """
 
 from reinforce_ada.integrations.trl._version import SUPPORTED_TRL, check_trl_version

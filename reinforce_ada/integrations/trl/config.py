@@ -6,15 +6,18 @@ batch sizes, logging). What changes:
 * ``num_generations`` is the *final group size* n: every prompt is sampled in rounds of ``samples_per_round`` (M) for
   at most ``max_rounds`` (N) rounds, until its pool meets ``exit_rule``, and the pool is downsampled (``selection``) to
   exactly ``num_generations`` completions, which TRL trains on.
-* The advantages TRL trains on come from our sampler, computed with the *whole pool's* statistics
-  (``advantage="pool"``: ``A = r - mean(pool)``, divided by ``std(pool) + advantage_epsilon`` when
-  ``normalize_std``), not from the kept group. TRL's ``scale_rewards`` therefore does not affect training (TRL still
-  uses it for its own logged ``frac_reward_zero_std``); use ``normalize_std`` instead.
+* The advantages TRL trains on keep TRL's formulas (``scale_rewards``, ``multi_objective_aggregation``, its
+  ``1e-4``) but take their statistics from the prompt's *whole pool* (``advantage="pool"``), not from the kept group:
+  with the default ``scale_rewards="group"``, ``A = (r - mean(pool)) / (std(pool) + 1e-4)``; ``"none"`` (the
+  paper's setting): ``A = r - mean(pool)``; ``"batch"``: divided by the std of every reward drawn this step. See
+  :mod:`reinforce_ada.integrations.trl.advantages`.
+* Exits and selection look at *correctness*: the rewards of ``correctness_reward_funcs`` (required when there are
+  several reward functions, so that e.g. a format reward does not make every well-formatted completion "positive").
 
 TRL needs exactly ``num_generations`` completions per prompt (fixed shapes), so the sampler is always run with
 ``unexited="keep"`` (a prompt that never met its exit rule still yields a group, selected from its ``M * N`` pool)
-and ``on_verifier_failure="zero"`` (a completion every reward function returned ``None`` for scores 0); those two
-choices are not configurable here. Each process must hold whole prompt groups, so
+and ``on_verifier_failure="zero"`` (a completion whose correctness functions all returned ``None`` counts as not
+correct); those two choices are not configurable here. Each process must hold whole prompt groups, so
 ``per_device_train_batch_size * steps_per_generation`` must be a multiple of ``num_generations``.
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from reinforce_ada.config import ConfigError, SamplerConfig
+from reinforce_ada.integrations.trl.advantages import AGGREGATIONS, normalize_scale_rewards
 
 
 @dataclass
@@ -56,7 +60,15 @@ class AdaGRPOConfig(GRPOConfig):
     )
     positive_threshold: float = field(
         default=0.5,
-        metadata={"help": "A completion is positive when its (weighted-sum) reward > positive_threshold."},
+        metadata={"help": "A completion is positive (correct) when the sum of its correctness_reward_funcs' rewards "
+                          "(unweighted) > positive_threshold."},
+    )
+    correctness_reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={"help": "Which reward functions decide correctness for exits and selection: names (as in TRL's "
+                          "rewards/<name>/ metrics) or indices into reward_funcs. Required when there are several "
+                          "reward functions (a format reward must not count as correct); default with one: that one. "
+                          "The advantages still use every reward function with reward_weights."},
     )
     selection: str = field(
         default="balanced",
@@ -68,14 +80,9 @@ class AdaGRPOConfig(GRPOConfig):
         metadata={"help": "Baseline of the advantages TRL trains on: 'pool' (Reinforce-Ada: statistics of every "
                           "completion drawn for the prompt) or 'group' (GRPO: the kept group)."},
     )
-    normalize_std: bool = field(
-        default=False,
-        metadata={"help": "Divide advantages by std (+ advantage_epsilon) of the same pool (or group). Replaces "
-                          "TRL's scale_rewards, which does not affect the trained advantages here."},
-    )
     advantage_epsilon: float = field(
-        default=1e-6,
-        metadata={"help": "Added to the std in the denominator when normalize_std is on."},
+        default=1e-4,
+        metadata={"help": "Added to every std in an advantage's denominator (TRL's constant is 1e-4)."},
     )
     importance_weights: bool = field(
         default=False,
@@ -91,6 +98,11 @@ class AdaGRPOConfig(GRPOConfig):
                           "per prompt, so every prompt first gets its num_generations samples and only the budget "
                           "above that is allocated by value."},
     )
+    budget_half_life: float | None = field(
+        default=2.0,
+        metadata={"help": "Budget mode: presentations of a prompt after which its remembered pass-rate evidence "
+                          "counts half (None: never decays)."},
+    )
     sample_budget_per_step: int | None = field(
         default=None,
         metadata={"help": "Budget mode (allocation='budget'): samples this process draws per generation batch, over "
@@ -100,22 +112,29 @@ class AdaGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
     )
-    rescore_kept: bool | None = field(
-        default=None,
+    rescore_kept: bool = field(
+        default=False,
         metadata={"help": "Call the reward functions again on the kept completions, as plain GRPO would (True), or "
-                          "give TRL the scores computed while sampling (False: each completion is scored once). "
-                          "None: False unless a reward function takes log_extra or log_metric by name -- those "
-                          "calls fill TRL's completions table and metrics, which only the re-scoring can line up."},
+                          "give TRL the scores computed while sampling (False: each completion is scored once; "
+                          "log_extra columns of the kept completions are handed to TRL's completions table)."},
     )
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.multi_objective_aggregation != "sum_then_normalize":
-            raise ConfigError(
-                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by AdaGRPOConfig: "
-                "whole-pool advantages need one scalar reward per completion, the weighted sum of the reward "
-                "functions ('sum_then_normalize')"
-            )
+        super().__post_init__()  # TRL turns scale_rewards=True/False into "group"/"none"
+        try:
+            self.scale_rewards = normalize_scale_rewards(self.scale_rewards)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if self.multi_objective_aggregation not in AGGREGATIONS:
+            raise ConfigError(f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not one of "
+                              f"{list(AGGREGATIONS)}")
+        if self.correctness_reward_funcs is not None:
+            if isinstance(self.correctness_reward_funcs, (str, int)):
+                self.correctness_reward_funcs = [self.correctness_reward_funcs]
+            self.correctness_reward_funcs = list(self.correctness_reward_funcs)
+            if not self.correctness_reward_funcs:
+                raise ConfigError("correctness_reward_funcs is empty: name at least one reward function (or leave it "
+                                  "None when there is a single reward function)")
         local_batch = self.per_device_train_batch_size * self.steps_per_generation
         if local_batch % self.num_generations != 0:
             raise ConfigError(
@@ -131,15 +150,21 @@ class AdaGRPOConfig(GRPOConfig):
                                   f"prompt: at least per_device_train_batch_size x steps_per_generation = {minimum}")
 
     def sampler_config(self, process_index: int = 0) -> SamplerConfig:
-        """The :class:`SamplerConfig` this run samples with (``group_size = num_generations``)."""
+        """The :class:`SamplerConfig` this run samples with (``group_size = num_generations``).
+
+        The sampler sees the correctness score (exits, selection); the advantages TRL trains on are computed by the
+        trainer from every reward function (``AdaGRPOTrainer.ada_advantages``), not the sampler's.
+        """
         seed = self.seed if self.sampler_seed is None else self.sampler_seed
         return SamplerConfig(
             samples_per_round=self.samples_per_round, max_rounds=self.max_rounds, group_size=self.num_generations,
             exit_rule=self.exit_rule, min_positive=self.min_positive, positive_threshold=self.positive_threshold,
-            selection=self.selection, unexited="keep", advantage=self.advantage, normalize_std=self.normalize_std,
-            epsilon=self.advantage_epsilon, importance_weights=self.importance_weights, allocation=self.allocation,
+            selection=self.selection, unexited="keep", advantage=self.advantage,
+            normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
+            importance_weights=self.importance_weights, allocation=self.allocation,
             on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
-            sample_budget_per_step=self.sample_budget_per_step, budget_skip=False,  # TRL: a group per prompt
+            sample_budget_per_step=self.sample_budget_per_step, budget_half_life=self.budget_half_life,
+            budget_skip=False,  # TRL needs a group per prompt
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,6 +38,12 @@ PROMPT_IDS_KEY = "trl_prompt_ids"
 """``Prompt.metadata`` key holding the prompt's token ids (tokenized by TRL's ``_tokenize_prompts``)."""
 
 
+def eos_token_ids(trainer: Any) -> list[int]:
+    """The token ids that end a completion: ``trainer.eos_token_ids`` (TRL >= 1.14.2), else the tokenizer's EOS."""
+    ids = getattr(trainer, "eos_token_ids", None)
+    return list(ids) if ids is not None else [trainer._tokenizer.eos_token_id]
+
+
 class TRLGenerator:
     """Generate through ``trainer._generate_single_turn``; keep all processes in lock-step (see module doc)."""
 
@@ -49,6 +55,8 @@ class TRLGenerator:
         """Generation rounds this process took part in since :meth:`reset` (including :meth:`finish` rounds)."""
         self.num_filler_rows = 0
         """Rows generated only to keep the processes in step, since :meth:`reset`."""
+        self.num_filler_tokens = 0
+        """Prompt + completion tokens of those rows (generated, then discarded), since :meth:`reset`."""
 
     @property
     def num_processes(self) -> int:
@@ -58,6 +66,7 @@ class TRLGenerator:
         self.filler_prompt_ids = list(filler_prompt_ids)
         self.num_rounds = 0
         self.num_filler_rows = 0
+        self.num_filler_tokens = 0
 
     # -- Generator protocol -----------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -72,7 +81,7 @@ class TRLGenerator:
             raise ValueError("TRLGenerator.generate got no rows to generate; use finish() to idle")
         target = self._agree(len(rows))
         completion_ids, logprobs = self._generate_rows(rows, target)
-        eos = set(self.trainer.eos_token_ids)
+        eos = set(eos_token_ids(self.trainer))
         texts = self.trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         outputs: list[list[Completion]] = []
         start = 0
@@ -133,6 +142,7 @@ class TRLGenerator:
             rows = rows + [self.filler_prompt_ids] * (target - num_real)
             self.num_filler_rows += target - num_real
         completion_ids, logprobs = self.trainer._generate_single_turn(rows, None, {}, 1)
+        self.num_filler_tokens += sum(len(rows[j]) + len(completion_ids[j]) for j in range(num_real, len(rows)))
         completion_ids = [list(ids) for ids in completion_ids[:num_real]]
         logprobs = [list(lp) for lp in logprobs[:num_real]] if logprobs is not None else None
         return completion_ids, logprobs

@@ -15,13 +15,19 @@ How it plugs in (no trainer code is copied; TRL keeps its loss, logging, acceler
    exactly n completions, and those n fill the prompt's n rows; the rollout returns their token ids (and vLLM's
    sampling log-probabilities).
 2. A wrapper around ``_generate_and_score_completions``: it calls TRL's method unchanged (TRL computes old/ref
-   log-probabilities, masks, reward metrics, ...) and then replaces the ``advantages`` it
-   returns with the sampler's: ``A = r - mean(pool)`` (``/ (std(pool) + eps)`` with ``normalize_std``), where the pool
-   is every completion drawn for the prompt this step. It also logs the sampling metrics (``ada/*``).
+   log-probabilities, masks, reward metrics, ...) and then replaces the ``advantages`` it returns with TRL's formula
+   (``scale_rewards``, ``multi_objective_aggregation``) evaluated on *pool* statistics, where the pool is every
+   completion drawn for the prompt this step (:mod:`~reinforce_ada.integrations.trl.advantages`). It also logs the
+   sampling metrics (``ada/*``) and makes TRL's ``num_tokens`` and ``completions/*`` count every generated completion
+   (TRL's values for the kept rows move to ``ada/kept/*``).
 3. ``_calculate_rewards`` returns the rewards already computed while sampling for the kept completions (each
-   completion is scored once), unless ``rescore_kept`` asks TRL to call the reward functions again.
+   completion is scored once; ``log_extra`` columns logged while sampling follow the kept completions into TRL's
+   completions table), unless ``rescore_kept`` asks TRL to call the reward functions again.
 
 Evaluation is TRL's plain GRPO generation (one completion per row) and TRL's own advantages.
+
+Exits and selection use the *correctness* functions (``correctness_reward_funcs``); the advantages use every reward
+function with ``reward_weights``. A reward function that raises stops training, as in TRL.
 
 Not supported (rejected at construction): a user ``rollout_func``, ``tools`` / ``environment_factory`` (multi-turn),
 image prompts, and reward *models* under multi-process ZeRO-3 / FSDP (their forward is collective but pool sizes
@@ -33,22 +39,67 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import os
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 from trl import GRPOTrainer
 
+from reinforce_ada.config import ConfigError
+from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.integrations.trl.config import AdaGRPOConfig
-from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator
-from reinforce_ada.integrations.trl.rewards import ROW_KEY, TRLRewardVerifier
+from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator, eos_token_ids
+from reinforce_ada.integrations.trl.rewards import ROW_KEY, RewardFunctionError, TRLRewardVerifier
 from reinforce_ada.sampler import AdaptiveSampler
 from reinforce_ada.types import Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
 
 METRIC_PREFIX = "ada/"
+KEPT_PREFIX = METRIC_PREFIX + "kept/"
+"""TRL's completion metrics of the kept rows only (TRL's own keys describe everything generated)."""
+COMPLETION_METRICS = ("completions/mean_length", "completions/min_length", "completions/max_length",
+                      "completions/clipped_ratio", "completions/mean_terminated_length",
+                      "completions/min_terminated_length", "completions/max_terminated_length")
+
+
+def _model_name(model: Any) -> str:
+    """The name TRL derives an ``args=None`` run's ``output_dir`` from."""
+    name = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "")
+    return str(name).split("/")[-1]
+
+
+def resolve_correctness(spec: list | None, names: list[str]) -> list[int]:
+    """Indices of the reward functions named by ``correctness_reward_funcs`` (names or indices).
+
+    >>> resolve_correctness(["accuracy"], ["format", "accuracy"]), resolve_correctness([0, "1"], ["a", "b"])
+    ([1], [0, 1])
+    """
+    if spec is None:
+        if len(names) != 1:
+            raise ConfigError(
+                f"there are {len(names)} reward functions ({names}); set correctness_reward_funcs to the one(s) that "
+                "decide whether a completion is correct (e.g. ['accuracy']): exits and balanced selection count "
+                "correct completions, and a format reward would make every well-formatted completion count")
+        return [0]
+    indices = []
+    for item in spec:
+        if isinstance(item, str) and item in names:
+            index = names.index(item)
+        elif isinstance(item, int) or (isinstance(item, str) and item.lstrip("-").isdigit()):
+            index = int(item)
+            if not 0 <= index < len(names):
+                raise ConfigError(f"correctness_reward_funcs: index {index} is out of range for {len(names)} "
+                                  f"reward functions {names}")
+        else:
+            raise ConfigError(f"correctness_reward_funcs: {item!r} is not a reward function name (names: {names}) "
+                              "or an index")
+        if index not in indices:
+            indices.append(index)
+    return indices
 
 
 class AdaGRPOTrainer(GRPOTrainer):
@@ -62,6 +113,8 @@ class AdaGRPOTrainer(GRPOTrainer):
         params = dict(bound.arguments)
         params.pop("self")
         config = params.get("args")
+        if config is None:  # as TRL: a default config named after the model
+            config = params["args"] = AdaGRPOConfig(f"{_model_name(params.get('model'))}-GRPO")
         if not isinstance(config, AdaGRPOConfig):
             raise TypeError(f"AdaGRPOTrainer needs args=AdaGRPOConfig(...) (got {type(config).__name__}); "
                             "AdaGRPOConfig is GRPOConfig plus the sampling fields")
@@ -69,38 +122,42 @@ class AdaGRPOTrainer(GRPOTrainer):
             if params.get(name):
                 raise ValueError(f"AdaGRPOTrainer does not support {name}=...: generation is driven by "
                                  "Reinforce-Ada's sampler (single-turn completions)")
+        columns = getattr(params.get("train_dataset"), "column_names", None) or []
+        if {"image", "images"} & set(columns):
+            raise NotImplementedError("AdaGRPOTrainer does not support image prompts (the train_dataset has an "
+                                      "image column): the sampler generates text-only rows")
+        reward_funcs = params.get("reward_funcs")
+        num_funcs = len(reward_funcs) if isinstance(reward_funcs, list) else int(reward_funcs is not None)
+        if config.correctness_reward_funcs is None and num_funcs > 1:  # before any model is loaded
+            resolve_correctness(None, [f"reward_funcs[{i}]" for i in range(num_funcs)])
+        if config.advantage not in ("pool", "group"):
+            raise ConfigError(f"advantage={config.advantage!r}: AdaGRPOTrainer computes TRL's advantages with a "
+                              "'pool' or 'group' baseline only")
         params["rollout_func"] = self._ada_rollout
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
             super().__init__(**params)
         self._check_reward_models()
+        self.ada_correctness = resolve_correctness(config.correctness_reward_funcs, list(self.reward_func_names))
+        """Indices of the reward functions that decide correctness (exits, selection)."""
+        self.ada_rescore_kept = bool(config.rescore_kept)
         self.ada_generator = TRLGenerator(self)
-        self.ada_verifier = TRLRewardVerifier(self)
+        self.ada_verifier = TRLRewardVerifier(self, self.ada_correctness, forward_logs=not self.ada_rescore_kept)
         self.ada_sampler = AdaptiveSampler(self.ada_generator, self.ada_verifier,
                                            config.sampler_config(self.accelerator.process_index))
         self.ada_last_batch: SampledBatch | None = None
         """The sampler's result for this process's prompts at the last training generation (pools, groups, rounds)."""
         self.ada_history: list[dict[str, float]] = []
         """Per training generation on this process: local rounds, rounds run in lock-step, filler rows."""
+        self.ada_advantages: torch.Tensor | None = None
+        """The advantages of this process's rows at the last training generation, in the rollout's row order."""
+        self.ada_kept_tokens_seen = 0
+        """Prompt + completion tokens of the kept rows over all training generations (``ada/kept/num_tokens``)."""
         self._ada_inputs: list[dict[str, Any]] | None = None
-        self._ada_advantages: torch.Tensor | None = None
         self._ada_kept_rewards: list[list[float]] | None = None
-        self.ada_rescore_kept = config.rescore_kept if config.rescore_kept is not None else self._rewards_log()
+        self._ada_pool_completion_metrics: dict[str, float] | None = None
         self.ada_reward_calls_reused = 0
         """Training generations whose rewards TRL took from the sampler instead of calling the reward functions."""
-
-    def _rewards_log(self) -> bool:
-        """Does a reward function take ``log_extra`` / ``log_metric`` by name (so it wants TRL's own call)?"""
-        for func in self.reward_funcs:
-            if isinstance(func, torch.nn.Module):
-                continue
-            try:
-                names = inspect.signature(func).parameters
-            except (TypeError, ValueError):
-                continue
-            if "log_extra" in names or "log_metric" in names:
-                return True
-        return False
 
     def _check_reward_models(self) -> None:
         has_model = any(isinstance(f, torch.nn.Module) for f in self.reward_funcs)
@@ -115,17 +172,19 @@ class AdaGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         training = self.model.training
         self._ada_inputs = inputs if training else None
-        self._ada_advantages = None
+        self.ada_advantages = None
+        self._ada_pool_completion_metrics = None
         try:
             output = super()._generate_and_score_completions(inputs)
         finally:
             self._ada_inputs = None
         if training:
-            advantages = self._ada_advantages
+            advantages = self.ada_advantages
             if advantages is None or advantages.shape != output["advantages"].shape:
                 raise RuntimeError("the Reinforce-Ada rollout did not produce one advantage per completion row")
             output["advantages"] = advantages.to(output["advantages"].device, output["advantages"].dtype)
             self._replace_logged_advantages(output["advantages"])
+            self._replace_completion_metrics()
         return output
 
     def _ada_rollout(self, prompts: list, trainer: Any = None) -> dict[str, Any]:
@@ -150,7 +209,10 @@ class AdaGRPOTrainer(GRPOTrainer):
         self._ada_kept_rewards = None
         # An error raises here without idling: the launcher then stops the other processes (joining their collectives
         # could mask the error or hang).
-        batch = self.ada_sampler.sample(groups_prompts)
+        try:
+            batch = self.ada_sampler.sample(groups_prompts)
+        except RewardFunctionError as raised:  # as in TRL, a raising reward function stops training
+            raise raised.error from None
         self.ada_generator.finish()  # idle in lock-step until every process has finished sampling
         if batch.generation_error is not None:
             raise RuntimeError(f"generation failed during Reinforce-Ada sampling: {batch.generation_error}")
@@ -171,13 +233,17 @@ class AdaGRPOTrainer(GRPOTrainer):
         if any(lp is None for lp in logprobs):
             logprobs = None
 
+        kept = [c for g in batch.groups for c in g.completions]
         if not self.ada_rescore_kept:
-            kept = [self.ada_verifier.values_for(c) for g in batch.groups for c in g.completions]
-            self._ada_kept_rewards = None if any(v is None for v in kept) else kept  # type: ignore[assignment]
-        advantages = batch.advantages if batch.weights is None else batch.advantages * batch.weights
-        self._ada_advantages = torch.tensor(advantages, dtype=torch.float32)
+            values = [self.ada_verifier.values_for(c) for c in kept]
+            self._ada_kept_rewards = None if any(v is None for v in values) else values  # type: ignore[assignment]
+            self._hand_over_extra_logs(kept)
         self.ada_last_batch = batch
-        self._log_sampling_metrics(batch)
+        advantages, totals = self._compute_advantages(batch, groups_prompts)
+        if batch.weights is not None:
+            advantages = advantages * batch.weights
+        self.ada_advantages = torch.tensor(advantages, dtype=torch.float32)
+        self._log_sampling_metrics(batch, totals)
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
@@ -198,7 +264,7 @@ class AdaGRPOTrainer(GRPOTrainer):
     def _save_rng_state(self, output_dir: str) -> None:
         super()._save_rng_state(output_dir)
         with open(self._sampler_state_file(output_dir), "w") as f:
-            json.dump(self.ada_sampler.state_dict(), f)
+            json.dump({"sampler": self.ada_sampler.state_dict(), "kept_tokens_seen": self.ada_kept_tokens_seen}, f)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         super()._load_rng_state(checkpoint)
@@ -210,7 +276,9 @@ class AdaGRPOTrainer(GRPOTrainer):
                            "sampler_seed", checkpoint)
             return
         with open(path) as f:
-            self.ada_sampler.load_state_dict(json.load(f))
+            state = json.load(f)
+        self.ada_sampler.load_state_dict(state.get("sampler", state))
+        self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
 
     # -- helpers ------------------------------------------------------------------------------------------------------
     def _group_prompts(self, prompts: list, inputs: list[dict[str, Any]]) -> list[Prompt]:
@@ -229,39 +297,148 @@ class AdaGRPOTrainer(GRPOTrainer):
             groups.append(Prompt(prompt_id=g, prompt=block[0], answer=answer, metadata={ROW_KEY: row}))
         return groups
 
-    def _log_sampling_metrics(self, batch: SampledBatch) -> None:
-        """Log the step's sampling metrics, aggregated over processes (a collective, entered once per step)."""
-        pools = batch.pools.values()
-        local = {
-            "num_prompts": float(batch.num_prompts),
-            "total_samples": float(sum(p.num_drawn for p in pools)),
-            "num_exited": float(sum(p.exited for p in pools)),
-            "num_zero_variance": float(sum(not g.has_signal for g in batch.groups)),
-            "num_groups": float(len(batch.groups)),
-            "reward_sum": float(sum(p.mean * p.count for p in pools)),
-            "reward_count": float(sum(p.count for p in pools)),
-            "num_verifier_failures": float(sum(p.num_verifier_failures for p in pools)),
-            "rounds_local": float(len(batch.rounds)),
+    def _reward_table(self, batch: SampledBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-function rewards ``(R, K)`` of the baseline rows (each kept group's whole pool, or the group itself),
+        the row -> group index, and the row of every kept completion (in the rollout's row order)."""
+        rows, set_index, kept_rows = [], [], []
+        for j, group in enumerate(batch.groups):
+            members = (batch.pools[group.prompt_id].completions if self.args.advantage == "pool"
+                       else group.completions)
+            position = {id(c): len(rows) + i for i, c in enumerate(members)}
+            rows.extend(members)
+            set_index.extend([j] * len(members))
+            kept_rows.extend(position[id(c)] for c in group.completions)
+        values = np.array([self.ada_verifier.values_for(c) for c in rows], dtype=np.float64)
+        return values.reshape(len(rows), len(self.reward_funcs)), np.array(set_index), np.array(kept_rows)
+
+    def _compute_advantages(self, batch: SampledBatch, prompts: list[Prompt]) -> tuple[np.ndarray, dict[str, float]]:
+        """TRL's advantage formula on pool statistics for the kept rows, and the step's totals over processes."""
+        args = self.args
+        weights = self.reward_weights.detach().cpu().double().numpy()
+        values, set_index, kept_rows = self._reward_table(batch)
+        combined = trl_advantages.combine_rewards(values, weights, set_index, aggregation=args.multi_objective_aggregation,
+                                                  epsilon=args.advantage_epsilon)
+        totals = self._gather_step_statistics(batch, prompts, trl_advantages.moments(combined))
+        batch_mean, batch_std = trl_advantages.mean_std(
+            np.array([totals["batch_count"], totals["batch_sum"], totals["batch_squares"]]))
+        advantages = trl_advantages.advantages(combined, set_index, aggregation=args.multi_objective_aggregation,
+                                               scale_rewards=args.scale_rewards, batch_mean=batch_mean,
+                                               batch_std=batch_std, epsilon=args.advantage_epsilon)
+        return advantages[kept_rows], totals
+
+    def _gather_step_statistics(self, batch: SampledBatch, prompts: list[Prompt], batch_moments: np.ndarray
+                                ) -> dict[str, float]:
+        """This step's counts over every process (one collective): sampling, rewards, tokens and lengths."""
+        pools = list(batch.pools.values())
+        prompt_len = {p.prompt_id: len(p.metadata[PROMPT_IDS_KEY]) for p in prompts}
+        drawn = [c for p in pools for c in p.completions]
+        kept = [c for g in batch.groups for c in g.completions]
+        weights = self.reward_weights.detach().cpu().double().numpy()
+
+        def raw_rewards(completions: list) -> np.ndarray:  # TRL's "reward": the weighted sum
+            values = np.array([self.ada_verifier.values_for(c) for c in completions], dtype=np.float64)
+            values = values.reshape(len(completions), len(self.reward_funcs))
+            return trl_advantages.combine_rewards(values, weights, np.zeros(len(completions)),
+                                                  aggregation="sum_then_normalize")
+
+        pool_rewards = raw_rewards(drawn)
+        num_zero_variance = 0
+        for group in batch.groups:
+            rewards = raw_rewards(group.completions)
+            rewards = rewards[~np.isnan(rewards)]
+            num_zero_variance += int(len(rewards) < 2 or float(rewards.max() - rewards.min()) <= 1e-12)
+        end_ids = {*eos_token_ids(self), self._tokenizer.pad_token_id}
+        lengths = np.array([len(c.token_ids) for c in drawn], dtype=np.float64)
+        truncated = np.array([bool(c.token_ids) and c.token_ids[-1] not in end_ids for c in drawn], dtype=bool)
+        terminated = lengths[~truncated]
+        sums = {
+            "num_prompts": batch.num_prompts, "total_samples": sum(p.num_drawn for p in pools),
+            "num_exited": sum(p.exited for p in pools), "num_groups": len(batch.groups),
+            "num_zero_variance": num_zero_variance,
+            "reward_sum": float(np.nansum(pool_rewards)), "reward_count": int((~np.isnan(pool_rewards)).sum()),
+            "num_verifier_failures": sum(p.num_verifier_failures for p in pools),
+            "num_positive": sum(p.num_positive for p in pools), "num_scored": sum(p.count for p in pools),
+            "batch_count": batch_moments[0], "batch_sum": batch_moments[1], "batch_squares": batch_moments[2],
+            "generated_tokens": sum(prompt_len[c.prompt_id] + len(c.token_ids) for c in drawn)
+            + self.ada_generator.num_filler_tokens,
+            "kept_tokens": sum(prompt_len[c.prompt_id] + len(c.token_ids) for c in kept),
+            "length_count": len(lengths), "length_sum": float(lengths.sum()), "num_truncated": int(truncated.sum()),
+            "terminated_count": len(terminated), "terminated_sum": float(terminated.sum()),
         }
-        keys = list(local)
-        values = torch.tensor([local[k] for k in keys], dtype=torch.float64, device=self.accelerator.device)
+        extremes = {
+            "rounds_max": (len(batch.rounds), max),
+            "length_min": (lengths.min() if len(lengths) else math.inf, min),
+            "length_max": (lengths.max() if len(lengths) else -math.inf, max),
+            "terminated_min": (terminated.min() if len(terminated) else math.inf, min),
+            "terminated_max": (terminated.max() if len(terminated) else -math.inf, max),
+        }
+        keys = list(sums) + list(extremes)
+        local = [float(sums[k]) for k in sums] + [float(v) for v, _ in extremes.values()]
+        values = torch.tensor(local, dtype=torch.float64, device=self.accelerator.device)
         gathered = self.accelerator.gather(values.unsqueeze(0)).view(-1, len(keys)).cpu()
-        total = dict(zip(keys, gathered.sum(dim=0).tolist()))
-        rounds_max = float(gathered[:, keys.index("rounds_local")].max().item())
+        totals = {k: float(gathered[:, i].sum()) for i, k in enumerate(sums)}
+        for i, (key, (_, reduce)) in enumerate(extremes.items(), start=len(sums)):
+            totals[key] = float(reduce(gathered[:, i].tolist()))
+        return totals
+
+    def _log_sampling_metrics(self, batch: SampledBatch, totals: dict[str, float]) -> None:
+        """Log the step's sampling metrics and account the generated tokens (``totals`` span every process)."""
         metrics = {
-            "samples_per_prompt": total["total_samples"] / total["num_prompts"],
-            "rounds": rounds_max,
-            "zero_variance_fraction": total["num_zero_variance"] / max(total["num_groups"], 1.0),
-            "exited_fraction": total["num_exited"] / total["num_prompts"],
-            "pool_reward_mean": total["reward_sum"] / max(total["reward_count"], 1.0),
-            "verifier_failures": total["num_verifier_failures"],
+            "samples_per_prompt": totals["total_samples"] / totals["num_prompts"],
+            "rounds": totals["rounds_max"],
+            "zero_variance_fraction": totals["num_zero_variance"] / max(totals["num_groups"], 1.0),
+            "exited_fraction": totals["num_exited"] / totals["num_prompts"],
+            "positive_fraction": totals["num_positive"] / max(totals["num_scored"], 1.0),
+            "pool_reward_mean": totals["reward_sum"] / max(totals["reward_count"], 1.0),
+            "verifier_failures": totals["num_verifier_failures"],
         }
+        if totals["num_scored"] > 0 and totals["num_positive"] == totals["num_scored"]:
+            names = [self.reward_func_names[i] for i in self.ada_correctness]
+            warnings.warn(
+                f"every completion of this step counts as correct ({names} > positive_threshold="
+                f"{self.args.positive_threshold}): exits and selection see no incorrect completions. If that is not "
+                "true, check correctness_reward_funcs and positive_threshold", UserWarning, stacklevel=2)
+        # TRL adds the kept rows' tokens to num_input_tokens_seen right after this rollout; add the rest now, so that
+        # its num_tokens counts everything generated (every pool, and any filler rows).
+        self.state.num_input_tokens_seen += int(totals["generated_tokens"] - totals["kept_tokens"])
+        self.ada_kept_tokens_seen += int(totals["kept_tokens"])
         for name, value in metrics.items():
             self._metrics["train"][METRIC_PREFIX + name].append(value)
-        self.ada_history.append({"rounds_local": local["rounds_local"],
+        self._metrics["train"][KEPT_PREFIX + "num_tokens"] = [float(self.ada_kept_tokens_seen)]  # cumulative, as TRL's
+        count, terminated = totals["length_count"], totals["terminated_count"]
+        self._ada_pool_completion_metrics = {
+            "completions/mean_length": totals["length_sum"] / max(count, 1.0),
+            "completions/min_length": totals["length_min"] if count else 0.0,
+            "completions/max_length": totals["length_max"] if count else 0.0,
+            "completions/clipped_ratio": totals["num_truncated"] / max(count, 1.0),
+            # TRL logs 0 for the terminated lengths when no completion terminated
+            "completions/mean_terminated_length": totals["terminated_sum"] / terminated if terminated else 0.0,
+            "completions/min_terminated_length": totals["terminated_min"] if terminated else 0.0,
+            "completions/max_terminated_length": totals["terminated_max"] if terminated else 0.0,
+        }
+        self.ada_history.append({"rounds_local": float(len(batch.rounds)),
                                  "rounds_in_step": float(self.ada_generator.num_rounds),
-                                 "rounds_max": rounds_max,
+                                 "rounds_max": totals["rounds_max"],
                                  "filler_rows": float(self.ada_generator.num_filler_rows)})
+
+    def _replace_completion_metrics(self) -> None:
+        """TRL's ``completions/*`` describe every generated completion; its kept-row values move to ``ada/kept/``."""
+        pool = self._ada_pool_completion_metrics
+        if pool is None:
+            return
+        logged = self._metrics["train"]
+        for key, value in pool.items():
+            if logged.get(key):
+                logged[KEPT_PREFIX + key].append(logged[key][-1])
+                logged[key][-1] = value
+
+    def _hand_over_extra_logs(self, kept: list) -> None:
+        """``log_extra`` columns logged while sampling, for the kept completions in row order (TRL's table)."""
+        columns: list[str] = []
+        for completion in kept:
+            columns.extend(c for c in self.ada_verifier.extras_for(completion) if c not in columns)
+        for column in columns:
+            self._pending_extra_logs[column].extend(self.ada_verifier.extras_for(c).get(column) for c in kept)
 
     def _replace_logged_advantages(self, advantages: torch.Tensor) -> None:
         """TRL logged its own (discarded) group advantages in the completions table; log the trained ones instead."""

@@ -10,6 +10,8 @@ entry point or named in ``VERL_USE_EXTERNAL_MODULES``; importing it registers th
   ``reward_baselines``, short groups filled with masked padding rows.
 * :mod:`.agent_loop` -- :class:`~.agent_loop.ReinforceAdaAgentLoopManager`, the class to name in
   ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (imported lazily: it pulls in verl's agent loop).
+* :mod:`.metrics` -- what a step reports: pool vs kept rows with verl's definitions, per-round timing combined
+  (never summed), all generated tokens.
 * :mod:`.config` -- the ``algorithm.reinforce_ada`` hydra block and the checks run before training.
 * :mod:`.convert` -- DataProto <-> :class:`Prompt` / :class:`Completion` / :class:`Group`.
 * :mod:`.main_ppo` -- ``python -m reinforce_ada.integrations.verl.main_ppo``: verl's PPO with all of the above.

@@ -30,7 +30,7 @@ ESTIMATOR_NAME = "reinforce_ada"
 SAMPLER_KEYS = (
     "samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection", "unexited",
     "advantage", "normalize_std", "epsilon", "allocation", "on_verifier_failure", "generation_retries", "seed",
-    "sample_budget_per_step",
+    "sample_budget_per_step", "budget_half_life",
 )
 """Keys accepted under ``algorithm.reinforce_ada`` (each is the :class:`SamplerConfig` field of the same name)."""
 
@@ -120,17 +120,19 @@ def estimator_settings(algorithm: Any) -> tuple[str, bool, float]:
 def check_verl_config(config: Any) -> SamplerConfig:
     """Reject settings this plugin cannot honour, with the key to change; return the sampler config.
 
-    Checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected, because verl's v1 trainer
-    streams rollouts through TransferQueue and never hands a whole prompt batch to the agent-loop manager; the
-    agent-loop manager is ours; no in-reward KL (the pool baseline is over raw rewards); the sampler settings.
+    Checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected (verl 0.9.1's v1 trainer
+    cannot carry the pool statistics to the estimator: docs/verl.md, "Why not the v1 trainer"); the agent-loop
+    manager is ours; no in-reward KL (the pool baseline is over raw rewards); the sampler settings.
     """
     estimator = _get(config, "algorithm.adv_estimator")
     if estimator != ESTIMATOR_NAME:
         raise ConfigError(f"algorithm.adv_estimator={estimator!r}: set it to {ESTIMATOR_NAME!r} to train with "
                           "Reinforce-Ada's pool advantages")
     if bool(_get(config, "trainer.use_v1", False)):
-        raise ConfigError("trainer.use_v1=True is not supported: verl's v1 trainer streams samples through "
-                          "TransferQueue; set trainer.use_v1=False (the reinforce_ada_trainer config does)")
+        raise ConfigError("trainer.use_v1=True is not supported with verl 0.9: its v1 trainer reads a fixed list of "
+                          "fields into the advantage step (PPOTrainer._compute_advantage), so the whole-pool "
+                          "statistics cannot reach the reinforce_ada estimator (see docs/verl.md, 'Why not the v1 "
+                          "trainer'); set trainer.use_v1=False (the reinforce_ada_trainer config does)")
     manager = _get(config, "actor_rollout_ref.rollout.agent.agent_loop_manager_class")
     if manager != AGENT_LOOP_MANAGER_FQN:
         raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager!r}: set it to "

@@ -20,9 +20,11 @@ Row layout written for the trainer (``B`` rows, the same ``uid`` at the same pos
   whole-pool statistics reach ``reinforce_ada``'s estimator exactly, for any real reward.
 * ``rm_scores`` ``(B, T)``: the reward at the last response token (verl's convention), 0 elsewhere.
 * A row that a prompt could not fill with a distinct kept completion (its group is short: ``unexited="drop"``, failed
-  verifications) is a *padding row*: a copy of one of its own completions with ``response_mask`` all 0,
-  ``rm_scores`` 0, ``pool_count`` 0 and ``non_tensor_batch["reinforce_ada_is_pad"] = True``. It keeps the shapes and
-  data-parallel divisibility verl expects and contributes no token to any loss.
+  verifications) is a *padding row*: one of its own rows reduced to its last prompt token with an empty response
+  (``attention_mask`` 1 on that token only, ``response_mask`` 0), ``rm_scores`` 0, ``pool_count`` 0 and
+  ``non_tensor_batch["reinforce_ada_is_pad"] = True``. It keeps the shapes and data-parallel divisibility verl
+  expects, contributes no token to any loss, costs one token where verl counts tokens, and is an *aborted* row to
+  verl's ``compute_data_metrics``.
 """
 
 from __future__ import annotations
@@ -102,6 +104,12 @@ def response_lengths(data: Any) -> torch.Tensor:
     """Valid response tokens per row: the response part of ``attention_mask`` (verl's ``compute_response_mask``)."""
     width = data.batch["responses"].shape[-1]
     return data.batch["attention_mask"][:, -width:].sum(dim=-1).long()
+
+
+def prompt_lengths(data: Any) -> torch.Tensor:
+    """Valid prompt tokens per row: the prompt part of ``attention_mask`` (verl's ``_compute_response_info``)."""
+    width = data.batch["responses"].shape[-1]
+    return data.batch["attention_mask"][:, :-width].sum(dim=-1).long()
 
 
 def completions_from_dataproto(data: Any, prompt_ids: Sequence[Hashable], *, first_row: int = 0,
@@ -186,6 +194,9 @@ def assemble_training_batch(sampled: SampledBatch, rollout_rows: Any, positions:
         response_mask = out.batch["attention_mask"][:, -width:].clone()
     response_mask[pad] = 0
     out.batch["response_mask"] = response_mask
+    if pad.any():
+        _shrink_padding_rows(out, pad)
+        lengths = response_lengths(out)
     rm_scores = torch.zeros(response_mask.shape, dtype=torch.float32)
     rows_with_tokens = torch.nonzero(lengths > 0).squeeze(-1)
     reward_tensor = torch.from_numpy(np.where(is_pad, 0.0, rewards)).to(torch.float32)
@@ -201,6 +212,29 @@ def assemble_training_batch(sampled: SampledBatch, rollout_rows: Any, positions:
     out.non_tensor_batch[ROUND_KEY] = rounds
     out.non_tensor_batch[EXITED_KEY] = exited
     return out
+
+
+def _shrink_padding_rows(data: Any, pad: torch.Tensor) -> None:
+    """Make padding rows verl's *aborted* rows of one token: the last valid prompt token, an empty response.
+
+    Everything in verl that counts tokens reads ``attention_mask`` -- ``balance_batch``'s sequence lengths, the
+    dynamic micro-batches' token budget, ``global_token_num`` (throughput) -- so a padding row then costs one token
+    there instead of a whole sequence; ``compute_data_metrics`` treats an empty response as aborted and leaves the
+    row out of ``critic/score``, ``critic/rewards`` and ``response_length_non_aborted``. Rows with multi-modal inputs
+    keep their prompt (their image tokens must stay consistent with ``multi_modal_inputs``); only the response goes.
+    """
+    attention = data.batch["attention_mask"].clone()  # (B, P + T)
+    width = data.batch["responses"].shape[-1]
+    prompt_width = attention.shape[-1] - width
+    multi_modal = data.non_tensor_batch.get("multi_modal_inputs")
+    for row in torch.nonzero(pad).squeeze(-1).tolist():
+        attention[row, prompt_width:] = 0
+        if multi_modal is not None and multi_modal[row]:
+            continue
+        valid = torch.nonzero(attention[row, :prompt_width]).squeeze(-1)
+        if len(valid) > 1:
+            attention[row, valid[:-1]] = 0
+    data.batch["attention_mask"] = attention
 
 
 def groups_from_dataproto(data: Any, uid_key: str = UID_KEY) -> list[Group]:

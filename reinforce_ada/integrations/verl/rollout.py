@@ -5,9 +5,10 @@ repeated ``n`` times. :class:`ReinforceAdaRollout` answers that same call, in ro
 
 1. group the request's rows by ``uid`` -> one :class:`Prompt` per prompt (:mod:`.convert`);
 2. round ``r``: send each still-active prompt's row ``M`` times (``samples_per_round``) to the wrapped rollout's
-   ``generate_sequences`` -- a worker group or verl's agent-loop manager -- padded by repeating rows up to a multiple
-   of ``size_divisor`` (data-parallel ranks / agent-loop workers); the padding rows' outputs are discarded before
-   anything is scored, so they never enter a pool;
+   ``generate_sequences`` -- verl's agent-loop manager (which splits a round over its workers unevenly, so nothing
+   is padded) or a worker group; for a rollout that needs equal chunks, ``size_divisor`` > 1 pads a round by
+   repeating rows: those rows *are* generated (counted in ``reinforce_ada/generation_padding_rows``) and their
+   outputs are discarded before anything is scored, so they never enter a pool;
 3. score the new completions (:class:`RolloutRewardVerifier`: the reward verl's reward loop attached as
    ``rm_scores``, or a reward function called on the rows) and let the core sampler decide exits;
 4. after at most ``N`` rounds, downsample each pool to ``n`` and return a DataProto with the request's row count,
@@ -22,6 +23,7 @@ Nothing here knows which backend generated the rows: the generator only needs ve
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
@@ -29,10 +31,14 @@ import torch
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.integrations.verl.convert import (
+    PAD_KEY,
     assemble_training_batch,
     completions_from_dataproto,
+    prompt_lengths,
     prompts_from_dataproto,
+    response_lengths,
 )
+from reinforce_ada.integrations.verl.metrics import combine_round_timing, sequence_metrics
 from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest, Verifier
 from reinforce_ada.types import Completion, Prompt, SampledBatch
@@ -81,7 +87,11 @@ class VerlRolloutGenerator:
         """The first generated row of each prompt (padding rows copy it when a group is short)."""
         self.num_rows = 0
         self.num_padding_rows = 0
-        self.timing: dict[str, float] = {}
+        self.round_timing: list[dict[str, float]] = []
+        """Each call's ``meta_info["timing"]`` (verl's agent loop reports per-sample max / min / mean there)."""
+        self.round_rows: list[int] = []
+        self.round_seconds: list[float] = []
+        """Wall-clock seconds of each call to the wrapped ``generate_sequences``."""
         self.output_meta_info: dict[str, Any] = {}
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -95,13 +105,15 @@ class VerlRolloutGenerator:
         batch = self.source.select_idxs(np.asarray(rows, dtype=np.int64))
         batch.meta_info = dict(self.meta_info)
         padded, pad_size = pad_dataproto_to_divisor(batch, self.size_divisor)
+        start_time = time.perf_counter()
         output = self.rollout.generate_sequences(padded)
+        self.round_seconds.append(time.perf_counter() - start_time)
         if len(output) != len(padded):
             raise ValueError(f"generate_sequences returned {len(output)} rows for {len(padded)} inputs")
         output = unpad_dataproto(output, pad_size)
         if self.require_scores and "rm_scores" not in output.batch.keys():
             raise ValueError(MISSING_SCORES)
-        self._record_meta(output)
+        self._record_meta(output, num_rows=len(padded))
         completions = completions_from_dataproto(output, owners, first_row=self.num_rows, tokenizer=self.tokenizer)
         self.outputs.append(output)
         for i, owner in enumerate(owners):
@@ -114,15 +126,21 @@ class VerlRolloutGenerator:
             start += request.num_samples
         return per_request
 
-    def _record_meta(self, output: Any) -> None:
-        """Sum the per-call ``timing`` entries over rounds; keep the first call's other meta_info."""
+    def _record_meta(self, output: Any, num_rows: int) -> None:
+        """Keep each call's ``timing`` entries (combined per step by :func:`combine_round_timing`, never summed) and
+        the first call's other meta_info."""
         meta = dict(output.meta_info)
-        for key, value in (meta.pop("timing", None) or {}).items():
-            self.timing[key] = self.timing.get(key, 0.0) + float(value)
+        self.round_timing.append({k: float(v) for k, v in (meta.pop("timing", None) or {}).items()})
+        self.round_rows.append(num_rows)
         meta.pop("metrics", None)
         for key, value in meta.items():
             self.output_meta_info.setdefault(key, value)
         output.meta_info = {}
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """The step's timing: verl's per-round entries combined as max / min / mean, plus round wall time."""
+        return combine_round_timing(self.round_timing, self.round_rows, self.round_seconds)
 
     def concatenated(self) -> Any:
         """Every row generated this step, in :attr:`VerlCompletion.rollout_row` order."""
@@ -169,21 +187,48 @@ def _sequence_scores(scored: Any, expected: int) -> list[float]:
     return tensor.tolist()
 
 
+def row_metrics(sampled: SampledBatch, generated: Any, out: Any) -> dict[str, float]:
+    """``reinforce_ada/pool/*`` over every generated row and ``reinforce_ada/kept/*`` over the output's real rows.
+
+    A pool row's score is the reward the sampler recorded for it (NaN for a row no pool holds, e.g. a dropped
+    verification: it counts in lengths and tokens, not in ``score``); a kept row's is its ``rm_scores``. Padding rows
+    of ``out`` are left out entirely.
+    """
+    width = generated.batch["responses"].shape[-1]
+    pool_scores = np.full(len(generated), np.nan)
+    for pool in sampled.pools.values():
+        for completion in pool.completions:
+            row = getattr(completion, "rollout_row", -1)
+            if row >= 0 and completion.reward is not None:
+                pool_scores[row] = completion.reward
+    metrics = sequence_metrics("reinforce_ada/pool", pool_scores, response_lengths(generated).tolist(),
+                               prompt_lengths(generated).tolist(), width)
+    real = np.flatnonzero(~np.asarray(out.non_tensor_batch[PAD_KEY], dtype=bool))
+    kept = out.select_idxs(real)
+    metrics.update(sequence_metrics("reinforce_ada/kept", kept.batch["rm_scores"].sum(dim=-1).tolist(),
+                                    response_lengths(kept).tolist(), prompt_lengths(kept).tolist(), width))
+    return metrics
+
+
 class ReinforceAdaRollout:
     """Wrap anything with verl's ``generate_sequences`` so that one call runs Reinforce-Ada's sampling step.
 
     Args:
         rollout: the inner rollout (worker group, agent-loop manager, or a test fake).
         config: the sampler's config; ``group_size`` must equal the number of rows per prompt in each request.
-        size_divisor: every inner call is padded to a multiple of this (data-parallel size / agent-loop workers).
+        size_divisor: every inner call is padded to a multiple of this, for a rollout that needs equal chunks (a
+            worker group's data-parallel size); the padding rows are generated and discarded. verl's agent-loop
+            manager needs none (:class:`~.agent_loop.ReinforceAdaAgentLoopManager` splits rounds unevenly).
         verifier: scores completions (any reinforce-ada verifier; text ones need ``tokenizer``); defaults to
             :class:`RolloutRewardVerifier` (verl's reward).
         reward_fn: passed to the default verifier for rows that come back without ``rm_scores``.
         tokenizer: when given, completions' ``text`` is decoded (needed by text verifiers).
 
-    After each call, :attr:`last_batch` is the core's :class:`SampledBatch` and :attr:`last_metrics` its metrics
-    (prefixed ``reinforce_ada/``), also put in the output's ``meta_info["reinforce_ada_metrics"]`` and
-    ``meta_info["timing"]`` (which verl's trainer logs, as ``timing_s/reinforce_ada/...``).
+    After each call, :attr:`last_batch` is the core's :class:`SampledBatch` and :attr:`last_metrics` the step's
+    metrics (prefixed ``reinforce_ada/``: the sampler's, ``pool/*`` and ``kept/*`` row metrics, ``perf/*``; see
+    :mod:`.metrics`), also put in the output's ``meta_info["reinforce_ada_metrics"]`` and ``meta_info["timing"]``
+    (which verl's trainer logs, as ``timing_s/reinforce_ada/...``), next to the rounds' own timing combined by
+    :func:`~.metrics.combine_round_timing`.
     """
 
     def __init__(self, rollout: Any, config: SamplerConfig, *, size_divisor: int = 1,
@@ -236,8 +281,12 @@ class ReinforceAdaRollout:
         self._sampler_rng_state = sampler.state_dict()
         out = assemble_training_batch(sampled, generator.concatenated(), positions, generator.first_rows)
         metrics = {f"reinforce_ada/{k}": float(v) for k, v in sampled.metrics.items()}
-        metrics["reinforce_ada/padding_rows"] = float(out.non_tensor_batch["reinforce_ada_is_pad"].sum())
+        metrics["reinforce_ada/padding_rows"] = float(out.non_tensor_batch[PAD_KEY].sum())
         metrics["reinforce_ada/generation_padding_rows"] = float(generator.num_padding_rows)
+        metrics.update(row_metrics(sampled, generator.concatenated(), out))
+        gen_seconds = sum(generator.round_seconds)
+        metrics["reinforce_ada/perf/gen_throughput"] = (
+            metrics["reinforce_ada/pool/num_response_tokens"] / gen_seconds if gen_seconds > 0 else float("nan"))
         # verl's legacy trainer logs every meta_info["timing"] entry as timing_s/<key> and nothing else from
         # generation (its own agent loop reports num_preempted that way), so the sampler's metrics ride along there.
         out.meta_info = {**generator.output_meta_info, "timing": {**generator.timing, **metrics},

@@ -1,0 +1,42 @@
+"""The errors that mean "what you gave is wrong", as opposed to a bug or a failing machine.
+
+Every one of them carries a message that names the culprit (the config field, the file and row, the option) and
+says what was expected. The command line prints such an error as one line, ``error: <message>``, and exits with
+status 2, before any model is loaded where it can; any other exception is a bug and keeps its traceback.
+
+Each class also derives from the built-in exception code written before it existed would catch (``ValueError``,
+``KeyError``, ``TypeError``), so ``except ValueError`` still works.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Something the user gave (a setting, a file, an option) is wrong; the message names it."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+class UsageError(UserError, ValueError):
+    """A command-line argument is invalid; the message names the option."""
+
+
+class DataError(UserError, ValueError):
+    """A data file or dataset cannot be used as given; the message names the file (and row or line)."""
+
+
+class DataKeyError(DataError, KeyError):
+    """Something named in the data is not there (a column, a split)."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingColumnError(DataKeyError):
+    """A column named by ``prompt_key`` / ``answer_key`` / ``id_key`` is not in the data."""
+
+
+class BadRowError(DataError, TypeError):
+    """A row holds a value of the wrong kind (e.g. a prompt that is neither text nor chat messages)."""

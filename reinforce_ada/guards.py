@@ -1,0 +1,206 @@
+"""The trainer's guards: a run that cannot learn stops early with a message that names the cause.
+
+- **Rewards.** :class:`WatchedVerifier` wraps the trainer's verifier and remembers the first exception of each step;
+  :func:`check_verifier_failures` stops the run when at least ``max_verifier_failure_rate`` of a step's (or an
+  evaluation's) completions could not be scored -- the verifier raised, timed out or returned ``None``. By default that
+  is a step where *every* completion failed: its rewards are all placeholders, so its update would teach nothing and
+  its accuracy would be a made-up 0%. :func:`check_reward_signature` catches the commonest cause before any model
+  loads: a ``module:function`` reward function that expects the answer under another keyword than it gets.
+- **The update.** :func:`check_finite` is called on the advantages, every micro-batch loss and the gradient norm, so
+  non-finite numbers (e.g. a reward of 1e300 overflows float32 advantages) never reach ``optimizer.step`` or a
+  checkpoint.
+- **Prompt lengths.** :func:`check_prompt_lengths` encodes every prompt once before training and names the first row
+  whose prompt plus ``max_new_tokens`` does not fit the model's context.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+from reinforce_ada.config import ConfigError
+from reinforce_ada.verifiers.registry import verifier_stats
+
+
+class RunStopped(RuntimeError):
+    """The run cannot learn (or would write untrue numbers) and stopped; the message names the step and the cause."""
+
+
+_SIGNATURE_HINT = ("if the reward function expects the answer under another keyword, pass --verifier-answer-kwarg "
+                   "NAME (TrainConfig.verifier_answer_kwarg)")
+
+
+class WatchedVerifier:
+    """The trainer's verifier, passed through unchanged, remembering the first exception since :meth:`start_window`."""
+
+    def __init__(self, verifier: Any, name: str):
+        self.verifier = verifier
+        self.name = name
+        self.first_error: str | None = None
+        self._window_stats: dict[str, int] = {}
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
+        try:
+            return self.verifier(prompts, completions)
+        except Exception as err:
+            if self.first_error is None:
+                from reinforce_ada.verifiers.timed import VerifierCallError
+
+                self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
+            raise
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return verifier_stats(self.verifier)
+
+    def start_window(self) -> None:
+        """A new step or evaluation: forget the last one's first error (and let a timed verifier try again)."""
+        self.first_error = None
+        self._window_stats = self.stats
+        if callable(getattr(self.verifier, "reset", None)):
+            self.verifier.reset()
+
+    def window_count(self, key: str) -> int:
+        """How much the verifier's counter ``key`` grew since :meth:`start_window`."""
+        return self.stats.get(key, 0) - self._window_stats.get(key, 0)
+
+    def window_zero_scored(self) -> int:
+        """Completions scored 0 although the verifier could not check them (``math``'s timeouts and failures, a
+        comparison that raised: counted in ``stats``, not returned as None), since :meth:`start_window`."""
+        from reinforce_ada.verifiers.timed import TimedVerifier
+
+        if isinstance(self.verifier, TimedVerifier):  # its own timeouts are None already
+            return self.window_count("failures")
+        return self.window_count("failures") + self.window_count("timeouts")
+
+    def close(self) -> None:
+        if callable(getattr(self.verifier, "close", None)):
+            self.verifier.close()
+
+
+def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: float,
+                            verifier: WatchedVerifier) -> None:
+    """Stop the run when the share of completions that could not be scored -- ``num_failed`` (None rewards) plus
+    those the verifier scored 0 after a timeout or an error -- reaches ``limit``; name the verifier and the cause."""
+    zero_scored = verifier.window_zero_scored()
+    num_failed += zero_scored
+    if num_total <= 0 or num_failed < limit * num_total:
+        return
+    from reinforce_ada.verifiers.timed import TimedVerifier
+
+    timeouts = verifier.window_count("timeouts")
+    if verifier.first_error is not None:
+        cause = f"first error: {verifier.first_error}"
+        if "required positional argument" in verifier.first_error or "unexpected keyword" in verifier.first_error:
+            cause += f" ({_SIGNATURE_HINT})"
+    elif timeouts:
+        timeout = getattr(verifier.verifier, "timeout", None)
+        unit = "call(s)" if isinstance(verifier.verifier, TimedVerifier) else "completion(s)"
+        cause = f"{timeouts} {unit} ran past the verifier timeout" + (f" of {timeout:g} s" if timeout else "")
+    elif zero_scored:
+        cause = f"{zero_scored} comparison(s) failed inside the verifier (scored 0, counted in verifier/failures)"
+    else:
+        cause = "it returned None for them"
+    raise RunStopped(
+        f"{where}: the verifier {verifier.name!r} could not score {num_failed} of {num_total} completions "
+        f"({100 * num_failed / num_total:.0f}% >= max_verifier_failure_rate={limit:g}); {cause}. Rewards that are "
+        f"all failures teach nothing, so the run stops here: nothing from this step was trained or saved.")
+
+
+def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> None:
+    """Fail before any model loads when a ``module:function`` reward function cannot take the arguments it will get."""
+    from reinforce_ada.verifiers.function import RewardFunctionVerifier
+
+    if not isinstance(verifier, RewardFunctionVerifier):
+        return
+    try:
+        signature = inspect.signature(verifier.fn)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to check
+        return
+    columns = dict.fromkeys(k for p in prompts for k in p.metadata)
+    columns.update(dict.fromkeys([verifier.answer_key, "completion_ids", *verifier.options]))
+    try:
+        signature.bind([], [], **columns)
+    except TypeError as err:
+        raise ConfigError(f"reward function {name!r} cannot be called as fn(prompts, completions, "
+                          f"{', '.join(f'{k}=...' for k in columns)}): {err}; {_SIGNATURE_HINT}") from None
+
+
+def verifier_options(name: str, config: Any) -> dict[str, Any]:
+    """Options for ``get_verifier(name)`` from the config: a ``module:function`` reward function gets the answer
+    column under its name (``verifier_answer_kwarg``, else ``answer_key``, as TRL passes columns); ``math`` takes
+    ``verifier_timeout`` per completion in its own workers."""
+    if ":" in name:
+        return {"answer_key": config.verifier_answer_kwarg or config.answer_key}
+    if name == "math" and config.verifier_timeout:
+        return {"timeout": config.verifier_timeout}
+    return {}
+
+
+def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> WatchedVerifier:
+    """The trainer's verifier: its signature checked against the columns it will get, run under
+    ``verifier_timeout`` (in a worker, unless it is ``math``, which times out per completion itself), and watched."""
+    from reinforce_ada.verifiers.math import MathVerifier
+
+    name = config.verifier or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
+    check_reward_signature(verifier, prompts, name)
+    if config.verifier_timeout and not isinstance(verifier, MathVerifier):
+        from reinforce_ada.verifiers.timed import TimedVerifier
+
+        verifier = TimedVerifier(verifier, config.verifier_timeout, name=name)
+    return WatchedVerifier(verifier, name)
+
+
+def scored_accuracy(generator: Any, verifier: WatchedVerifier, prompts: Sequence[Any], config: Any,
+                    where: str) -> float:
+    """Held-out sampled accuracy (the share of ``eval_samples`` samples per prompt that are positive); stops the run
+    rather than report a made-up accuracy when the verifier could not score enough of them."""
+    from reinforce_ada.sampler import GenerationRequest, score
+
+    verifier.start_window()
+    outputs = generator.generate([GenerationRequest(p, config.eval_samples) for p in prompts])
+    flat_prompts = [p for p, completions in zip(prompts, outputs) for _ in completions]
+    rewards = score(verifier, flat_prompts, [c for completions in outputs for c in completions])
+    check_verifier_failures(where, sum(r is None for r in rewards), len(rewards), config.max_verifier_failure_rate,
+                            verifier)
+    return sum(1 for r in rewards if r is not None and r > config.positive_threshold) / max(len(rewards), 1)
+
+
+def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
+    """Stop the run when the tensor ``value`` holds NaN or infinity (before ``optimizer.step``)."""
+    import torch
+
+    value = torch.as_tensor(value)
+    finite = torch.isfinite(value)
+    if bool(finite.all()):
+        return
+    raise RunStopped(f"step {step}: non-finite values in {what} ({int((~finite).sum())} of {finite.numel()})"
+                     f"{'; ' + hint if hint else ''}. Stopping before optimizer.step: the weights are unchanged and "
+                     f"no checkpoint was written from this step.")
+
+
+def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], held_out: Sequence[Any],
+                         encode: Callable[[Any], list[int]]) -> None:
+    """Every prompt plus ``max_new_tokens`` must fit the model's context; fails naming the first row that does not."""
+    context = model_context(model)
+    if not context:
+        return
+    for what, prompts in (("training", train), ("held-out", held_out)):
+        too_long = []
+        for index, prompt in enumerate(prompts):
+            length = len(encode(prompt))
+            if length + config.max_new_tokens > context:
+                too_long.append((index, prompt.prompt_id, length))
+        if too_long:
+            index, prompt_id, length = too_long[0]
+            more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
+            raise ConfigError(
+                f"{what} prompt at row {index} (prompt_id {prompt_id!r}) is {length} tokens; with max_new_tokens="
+                f"{config.max_new_tokens} it needs {length + config.max_new_tokens} positions, more than the model's "
+                f"context of {context} (max_position_embeddings){more}. Shorten or drop it, or lower max_new_tokens.")
+
+
+def model_context(model: Any) -> int | None:
+    """The model's context length (``config.max_position_embeddings``), or None when it does not say."""
+    value = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None

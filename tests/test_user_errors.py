@@ -1,0 +1,356 @@
+"""User errors from the command line: one line naming the field, file, row or option; exit status 2; no traceback.
+
+Each case is a mistake a user really makes (a list where an int goes, a quoted "maybe" for a boolean, a YAML typo,
+an abbreviated option, a data file with a missing column or answer, bytes that are not UTF-8, a model path that
+does not exist). Nothing is loaded and no run folder is made for the ones the config and preflight checks catch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reinforce_ada import cli
+from reinforce_ada.config import ConfigError, SamplerConfig, TrainConfig, load_config
+from reinforce_ada.errors import DataError, MissingColumnError, UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def no_trainer(monkeypatch):
+    """Fail the test if a Trainer gets built: every error here must come before anything loads."""
+    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
+
+
+def run(capsys, *argv):
+    """``reinforce-ada ARGV`` in this process: (exit status, stderr)."""
+    code = cli.main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def yaml_file(tmp_path, text, name="run.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# -- config types ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, message", [
+    ("max_steps: [1, 2]\n", "config field `max_steps`: expected int, got list [1, 2]"),
+    ("resume: maybe\n", "config field `resume`: expected bool, got str 'maybe'"),
+    ('resume: "true"\n', "config field `resume`: expected bool, got str 'true'"),
+    ("batch_size: 5.5\n", "config field `batch_size`: expected int or None, got float 5.5"),
+    ("batch_size: true\n", "config field `batch_size`: expected int or None, got bool True"),
+    ("temperature: .nan\n", "config field `temperature`: expected a finite float, got float nan"),
+    ("learning_rate: fast\n", "config field `learning_rate`: expected a finite float or None, got str 'fast'"),
+    ("strategy: {name: grpo}\n", "config field `strategy`: expected str, got dict {'name': 'grpo'}"),
+])
+def test_yaml_values_of_the_wrong_type_name_the_field_and_file(tmp_path, capsys, no_trainer, text, message):
+    path = yaml_file(tmp_path, text)
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2
+    assert one_error_line(err) == f"error: {path}: {message}"
+
+
+def test_wrong_types_are_refused_from_python_too():
+    with pytest.raises(ConfigError, match=r"^config field `max_steps`: expected int, got list \[1\]$"):
+        TrainConfig(max_steps=[1])
+    with pytest.raises(ConfigError, match="config field `group_size`: expected int, got float 4.0"):
+        SamplerConfig(group_size=4.0)
+    with pytest.raises(ConfigError, match="config field `normalize_std`: expected bool, got str 'no'"):
+        SamplerConfig(normalize_std="no")
+    with pytest.raises(ConfigError, match="`positive_threshold`: expected a finite float, got float inf"):
+        SamplerConfig(positive_threshold=math.inf)
+    assert TrainConfig(learning_rate=1, max_steps=3).learning_rate == 1  # an int is a float
+    assert SamplerConfig(exit_rule=lambda p, n, g: p > 0).exit_rule  # a callable where one is allowed
+
+
+def test_yaml_scientific_notation_is_a_number(tmp_path):
+    # PyYAML follows YAML 1.1, where 1e-6 (no dot) is the *string* "1e-6"; the config loader reads YAML 1.2 floats
+    config = load_config(TrainConfig, str(yaml_file(tmp_path, "learning_rate: 1e-6\nkl_coef: 2E-3\n")))
+    assert config.learning_rate == 1e-6 and config.kl_coef == 2e-3
+
+
+def test_yaml_booleans_and_command_line_spellings(tmp_path, capsys, no_trainer):
+    assert load_config(TrainConfig, str(yaml_file(tmp_path, "lora: yes\nresume: false\n"))).lora is True
+    for spelling, value in [("true", True), ("On", True), ("1", True), ("no", False), ("FALSE", False)]:
+        args = cli.build_parser().parse_args(["train", "--resume", spelling])
+        assert args.resume is value
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--resume", "maybe"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --resume: expected a boolean (true/yes/on/1 or false/no/off/0), got 'maybe'" in err
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys, no_trainer):
+    path = yaml_file(tmp_path, "max_steps: 3\nbatch_size: [1, 2\nseed: 1\n")
+    code, err = run(capsys, "train", "--config", str(path))
+    line = one_error_line(err)
+    assert code == 2 and line.startswith(f"error: {path}:3:") and "invalid YAML" in line
+
+
+def test_yaml_mapping_value_error_and_non_mapping(tmp_path, capsys, no_trainer):
+    path = yaml_file(tmp_path, "max_steps: 3\n  seed: 1: 2\n")
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err).startswith(f"error: {path}:2:")
+    path = yaml_file(tmp_path, "- max_steps\n- 3\n")
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err) == (f"error: {path}: expected a mapping of config fields at the top "
+                                                 "level (got list)")
+
+
+def test_unknown_and_repeated_yaml_keys_are_named(tmp_path, capsys, no_trainer):
+    path = yaml_file(tmp_path, "batch_sise: 3\nlearning_rat: 0.1\nzzz: 1\n")
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2
+    assert one_error_line(err) == (f"error: {path}: unknown config field(s) `batch_sise` (did you mean `batch_size`?), "
+                                   "`learning_rat` (did you mean `learning_rate`?), `zzz` for TrainConfig")
+    path = yaml_file(tmp_path, "seed: 1\nmax_steps: 2\nseed: 3\n")
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err) == (f"error: {path}:3:1: invalid YAML: key 'seed' appears twice "
+                                                 "(first on line 1)")
+
+
+def test_config_file_missing_or_not_utf8(tmp_path, capsys, no_trainer):
+    code, err = run(capsys, "train", "--config", str(tmp_path / "nope.yaml"))
+    assert code == 2 and one_error_line(err) == f"error: config file {tmp_path / 'nope.yaml'} does not exist"
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("seed: 1\n# caf\u00e9\n".encode("latin-1"))
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err) == (f"error: {path}:2: not UTF-8 text (byte 0xe9 at byte offset 13); "
+                                                 "save the file as UTF-8")
+
+
+# -- options: no prefix matching, in every subcommand ---------------------------------------------------------------
+@pytest.mark.parametrize("argv, option", [
+    (["train", "--learning-rat", "0.1"], "--learning-rat"),
+    (["eval", "--model", "m", "--data", "d", "--mod", "x"], "--mod"),
+    (["simulate", "--prom", "10"], "--prom"),
+    (["simulate-multistep", "--prom", "10"], "--prom"),
+    (["select-prompts", "--dat", "x", "--tiny", "--out", "o"], "--dat"),
+    (["plot", "run", "--ou", "x"], "--ou"),
+    (["--verb", "simulate"], "--verb"),
+])
+def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+def test_every_subcommand_parser_refuses_abbreviations():
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert set(subparsers.choices) >= {"train", "eval", "simulate", "simulate-multistep", "select-prompts", "plot"}
+    assert not parser.allow_abbrev and all(not p.allow_abbrev for p in subparsers.choices.values())
+
+
+# -- data -----------------------------------------------------------------------------------------------------------
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    """A folder standing for a local model: the data errors come before the model loads, so it stays empty."""
+    path = tmp_path / "model"
+    path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_missing_column_is_named_with_the_available_ones_in_train_and_eval(tmp_path, capsys, model_dir, command):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"question": "1+1?", "solution": "2"}])
+    if command == "train":
+        argv = ["train", "--model", str(model_dir), "--data", str(data), "--output-dir", str(tmp_path / "run")]
+    else:
+        argv = ["eval", "--model", str(model_dir), "--data", str(data)]
+    code, err = run(capsys, *argv)
+    assert code == 2
+    assert one_error_line(err) == (f"error: {data}: no column 'prompt' (given as prompt_key); available columns: "
+                                   "'question', 'solution'")
+
+
+def test_rows_without_an_answer_are_refused_naming_them(tmp_path, capsys, model_dir):
+    rows = [{"prompt": "a", "answer": "1"}, {"prompt": "b", "answer": None}, {"prompt": "c"},
+            {"prompt": "d", "answer": "  "}, {"prompt": "e", "answer": 0}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, err = run(capsys, "train", "--model", str(model_dir), "--data", str(data),
+                    "--output-dir", str(tmp_path / "run"))
+    assert code == 2
+    assert one_error_line(err) == (f"error: {data}: 3 of 5 rows have no answer in column 'answer' (row 1 (line 2), "
+                                   "row 2 (line 3), row 3 (line 4)); give every row a reference answer or remove "
+                                   "those rows")
+
+
+def test_missing_answers_in_csv_and_parquet_name_the_rows(tmp_path):
+    from reinforce_ada.data import load_prompts
+
+    csv = tmp_path / "d.csv"
+    csv.write_text("prompt,answer\na,1\nb,\n")
+    with pytest.raises(DataError, match=r"1 of 2 rows have no answer in column 'answer' \(row 1 \(line 3\)\)"):
+        load_prompts(csv)
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    parquet = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"prompt": ["a", "b"], "answer": [float("nan"), 2.0]}), parquet)
+    with pytest.raises(DataError, match=r"1 of 2 rows have no answer in column 'answer' \(row 0\)"):
+        load_prompts(parquet)
+    assert [p.answer for p in load_prompts(parquet, answer_key=None)] == [None, None]  # no answers asked for
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".json"])
+def test_bytes_that_are_not_utf8_are_named_by_line_and_offset(tmp_path, suffix):
+    from reinforce_ada.data import load_prompts
+
+    path = tmp_path / f"d{suffix}"
+    head = {".jsonl": b'{"prompt": "a", "answer": "1"}\n{"prompt": "b", "answer": "2"}\n',
+            ".csv": b"prompt,answer\na,1\n", ".json": b'[{"prompt": "a",\n "answer": "1"},\n'}[suffix]
+    path.write_bytes(head + b'{"prompt": "caf\xe9"}\n')
+    offset = len(head) + len(b'{"prompt": "caf')
+    line = head.count(b"\n") + 1
+    with pytest.raises(DataError) as info:
+        load_prompts(path)
+    assert str(info.value) == (f"{path}:{line}: not UTF-8 text (byte 0xe9 at byte offset {offset}); "
+                               "save the file as UTF-8")
+
+
+def test_a_utf8_bom_is_accepted(tmp_path):
+    from reinforce_ada.data import load_prompts
+
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"prompt": "a", "answer": "1"}\n')
+    assert load_prompts(path)[0].prompt == "a"
+
+
+def test_missing_column_error_is_a_data_error_and_a_key_error(tmp_path):
+    from reinforce_ada.data import load_prompts
+
+    path = write_jsonl(tmp_path / "d.jsonl", [{"q": "a"}])
+    with pytest.raises(MissingColumnError) as info:
+        load_prompts(path)
+    assert isinstance(info.value, KeyError) and isinstance(info.value, UserError)
+    assert str(info.value).startswith(f"{path}: no column 'prompt'")  # not quoted as KeyError would
+
+
+# -- model paths ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model, message", [
+    ("./no/such/model", "model path ./no/such/model does not exist"),
+    ("/no/such/model", "model path /no/such/model does not exist"),
+    ("models/run1/checkpoint-5", "model path models/run1/checkpoint-5 does not exist"),
+    ("no-such-org/no-such-model", "model path no-such-org/no-such-model does not exist, and "
+                                  "'no-such-org/no-such-model' is not in the Hugging Face cache (HF_HUB_OFFLINE=1: "
+                                  "nothing is downloaded)"),
+    ("bad name!", "model path bad name! does not exist (nor is 'bad name!' a Hugging Face model id)"),
+])
+def test_a_model_that_does_not_exist_is_named_before_anything_is_made(tmp_path, capsys, monkeypatch, model, message):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    code, err = run(capsys, "train", "--model", model, "--output-dir", str(out), "--task", "arithmetic")
+    assert code == 2 and one_error_line(err) == f"error: {message}"
+    assert not out.exists()
+
+
+def test_hub_ids_in_the_offline_cache_and_built_in_names_pass(tmp_path, monkeypatch):
+    from reinforce_ada.preflight import check_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--some-org--cached-model" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (cache / "models--some-org--cached-model" / "refs").mkdir()
+    (cache / "models--some-org--cached-model" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
+    check_model("some-org/cached-model")
+    check_model("tiny")
+    with pytest.raises(ConfigError, match="some-org/other-model"):
+        check_model("some-org/other-model")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    check_model("some-org/other-model")  # online: the hub decides, nothing is checked here
+
+
+def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_trainer):
+    out = tmp_path / "run"
+    from reinforce_ada.preflight import check_train_inputs
+
+    with pytest.raises(ConfigError, match="task 'arithmatic' is not one of"):
+        check_train_inputs(TrainConfig(task="arithmatic"))
+    with pytest.raises(ConfigError, match="verifier 'exakt' is not one of .* \\(did you mean 'exact'\\?\\)"):
+        check_train_inputs(TrainConfig(verifier="exakt"))
+    with pytest.raises(ConfigError, match="verifier 'no_such_module:fn': cannot import module 'no_such_module'"):
+        check_train_inputs(TrainConfig(verifier="no_such_module:fn"))
+    with pytest.raises(DataError, match="data: .*missing.jsonl does not exist"):
+        check_train_inputs(TrainConfig(model="/", data=str(tmp_path / "missing.jsonl")))
+    assert not out.exists()
+
+
+# -- the real entry point -------------------------------------------------------------------------------------------
+def test_console_entry_point_prints_one_line_and_no_traceback(tmp_path):
+    path = yaml_file(tmp_path, "max_steps: [1, 2]\n")
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "reinforce_ada.cli", "train", "--config", str(path),
+                           "--output-dir", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {path}: config field `max_steps`: expected int, got list [1, 2]\n"
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_unexpected_exceptions_keep_their_traceback(monkeypatch):
+    def broken(self, config, **kwargs):
+        raise TypeError("a bug, not a user error")
+
+    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        cli.main(["train", "--max-steps", "1"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--task-digits", "12"], "error: task 'arithmetic': digits must be an integer in [1, 9] (got 12)"),
+    (["train", "--template", "no placeholder"],
+     "error: template must contain '{prompt}' where the prompt goes (got 'no placeholder')"),
+])
+def test_bad_task_options_are_named_before_anything_is_made(tmp_path, capsys, argv, message):
+    out = tmp_path / "run"
+    code, err = run(capsys, *argv, "--output-dir", str(out))
+    assert code == 2 and one_error_line(err) == message
+    assert not out.exists()
+
+
+def test_a_cut_metrics_line_and_a_bad_pass_rate_file_are_named(tmp_path, capsys):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2, "tra')
+    code, err = run(capsys, "plot", str(tmp_path), "--out", str(tmp_path))
+    assert code == 2 and one_error_line(err).startswith(f"error: {tmp_path / 'metrics.jsonl'}:2: not valid JSON")
+    rates = tmp_path / "rates.txt"
+    rates.write_text("0.5\nhalf\n")
+    code, err = run(capsys, "simulate", "--dist", str(rates), "--plot", "", "--prompts", "10")
+    assert code == 2 and one_error_line(err).startswith(f"error: {rates}: pass rates must be numbers in [0, 1]")
+
+
+def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "select-prompts", "--data", str(data), "--model", str(tmp_path / "nope"),
+                    "--out", str(tmp_path / "out.jsonl"))
+    assert code == 2 and one_error_line(err) == f"error: model path {tmp_path / 'nope'} does not exist"
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_answer_key_null_means_no_answer_column(tmp_path):
+    path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
+    assert load_config(TrainConfig, str(path)).answer_key is None

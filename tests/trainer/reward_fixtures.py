@@ -1,0 +1,26 @@
+"""Module-level reward functions for the run-safety tests (importable by name, so workers and the CLI can load them)."""
+
+import time
+
+
+def always_raises(prompts, completions, **kwargs):
+    raise ValueError("this reward function is broken")
+
+
+def always_none(prompts, completions, **kwargs):
+    return [None] * len(completions)
+
+
+def sleeps_30s(prompts, completions, **kwargs):
+    time.sleep(30)
+    return [1.0] * len(completions)
+
+
+def correct(prompts, completions, solution, **kwargs):
+    """The docs' example (docs/verifiers_and_data.md): the answer arrives as ``solution``."""
+    return [float(c.strip()[:1] == str(s)[:1]) for c, s in zip(completions, solution)]
+
+
+def first_digit(prompts, completions, **kwargs):
+    """Picklable twin of trainer_fixtures.digit_verifier (verifier protocol: Prompt objects in)."""
+    return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
