@@ -455,6 +455,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--bucket-prompts must be >= 0 and --bucket-samples >= 1")
     if any(not (lr > 0 and math.isfinite(lr)) for lr in args.lrs):
         parser.error(f"--lrs must be positive numbers (got {args.lrs})")
+    out = Path(args.out)
+    if not args.from_json and out.is_dir() and any(out.iterdir()):
+        parser.error(f"--out {out} already holds runs (the trainer never overwrites a run folder); "
+                     f"choose another folder or delete it")
     for strategy in args.strategies:  # TrainConfig's own checks (e.g. a sample budget below one group per prompt)
         try:
             train_config(args.task[0], strategy, args.lrs[0], args.seeds[0], args, Path(args.out))

@@ -36,6 +36,14 @@ def test_bad_input_is_a_one_line_error(argv, message, capsys):
     assert message in err[-1] and err[-1].startswith("usage: ") is False
 
 
+def test_an_out_folder_with_runs_is_refused_before_training(tmp_path, capsys):
+    bench = load_benchmark()
+    (tmp_path / "old-run").mkdir()
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--out", str(tmp_path)])
+    assert "already holds runs" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_statistics_by_hand():
     bench = load_benchmark()
     mean, half = bench.t_interval([1.0, 2.0, 3.0])
