@@ -63,6 +63,8 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
     "ada-budget": dict(strategy="ada-budget"),
     "ada-budget-probe2": dict(strategy="ada-budget", budget_probe=2),  # 2 samples first, re-planned once scored
     "ada-budget-2x": dict(strategy="ada-budget", sample_budget_per_step="2x"),  # twice GRPO's samples per step
+    # a 2-sample probe that already holds both classes stops there, as a short group with signal
+    "ada-budget-probe2-min2": dict(strategy="ada-budget", budget_probe=2, budget_min_group=2),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                                 samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,
