@@ -294,9 +294,7 @@ class Trainer:
 
             if cfg.data is not None:
                 raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
-            settings = WarmStartSettings(task=str(cfg.task), task_digits=cfg.task_digits,
-                                         target_accuracy=cfg.sft_target_accuracy, max_steps=cfg.sft_max_steps,
-                                         seed=cfg.sft_seed, max_new_tokens=cfg.max_new_tokens)
+            settings = WarmStartSettings.from_config(cfg)
             # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
             # different from the prompts the RL run reports on.
             task = self._task

@@ -11,6 +11,14 @@ so train and test never overlap; ``prompts(num, seed, split)`` draws ``num`` dis
 a seeded generator (same seed -> same prompts, in the same order). Scored by the ``arithmetic`` verifier. The prompt
 id is the expression itself.
 
+``arithmetic-mixed``: the harder built-in task, with a realistic spread of difficulty. Each operand first draws its
+length uniformly from 1 to ``max_digits`` (default 2) digits, then its value uniformly among numbers of that length;
+the operator is uniform over ``operators`` (default ``"+-*"``). ``3+4=`` is easy for the tiny model, ``87*46=``
+hopeless, so per-prompt pass rates range from 0 to 1 and, as on a real model's hard math prompts, most GRPO groups
+of 4 have no signal (measured in docs/benchmarks.md). With ``max_digits=3`` the tiny model's warm start stays near
+8% accuracy (88% of GRPO groups without signal): too hard to learn from on a CPU, hence the default of 2. Same
+split rule, verifier and prompt ids as ``arithmetic``.
+
 ``reasoning-gym:<dataset>``: prompts from a `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_
 procedural dataset (optional dependency; generation and scoring are offline), scored by the ``reasoning-gym``
 verifier with the dataset's own ``score_answer``. Options other than ``system_prompt`` / ``template`` go to the
@@ -131,6 +139,46 @@ class ArithmeticTask(Task):
         prompts = []
         for a, op, b in picks:
             text, answer = self._expression(a, op, b)
+            prompts.append(Prompt(prompt_id=text, prompt=text, answer=answer,
+                                  metadata={"task": self.name, "a": a, "b": b, "operator": op}))
+        return prompts
+
+
+@register_task("arithmetic-mixed")
+class MixedArithmeticTask(ArithmeticTask):
+    """``a<op>b=`` with operands of mixed length (1 to ``max_digits`` digits, the length drawn first).
+
+    >>> task = MixedArithmeticTask()
+    >>> [(p.prompt, p.answer) for p in task.prompts(3, seed=0)]
+    [('50*3=', '150'), ('64+9=', '73'), ('1-1=', '0')]
+    """
+
+    def __init__(self, *, max_digits: int = 2, operators: str = "+-*", test_fraction: float = 0.1):
+        super().__init__(digits=max_digits, operators=operators, test_fraction=test_fraction)
+        self.name = "arithmetic-mixed"
+        self.max_digits = max_digits
+
+    def _operand(self, rng: np.random.Generator) -> int:
+        length = int(rng.integers(1, self.max_digits + 1))
+        low = 0 if length == 1 else 10 ** (length - 1)
+        return int(rng.integers(low, 10 ** length))
+
+    def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
+        _check_request(num, split)
+        share = self.test_fraction if split == "test" else 1.0 - self.test_fraction
+        if num > share * self.num_expressions / 4:
+            raise ValueError(f"asked for {num} {split} prompts; arithmetic-mixed with max_digits={self.max_digits} "
+                             f"has about {int(share * self.num_expressions)}: ask for at most a quarter of them")
+        rng = np.random.default_rng([seed, SPLITS.index(split), 1])
+        seen: set[str] = set()
+        prompts = []
+        while len(prompts) < num:
+            a, b = self._operand(rng), self._operand(rng)
+            op = self.operators[int(rng.integers(len(self.operators)))]
+            text, answer = self._expression(a, op, b)
+            if text in seen or split_of(text, self.test_fraction) != split:
+                continue
+            seen.add(text)
             prompts.append(Prompt(prompt_id=text, prompt=text, answer=answer,
                                   metadata={"task": self.name, "a": a, "b": b, "operator": op}))
         return prompts

@@ -5,6 +5,18 @@ signal). The tiny model starts random, so ``reinforce-ada train`` first fits it 
 ``prompt -> answer<eos>`` pairs of the task's train split, checking held-out *sampled* accuracy every
 ``eval_every`` steps, and stops as soon as it reaches ``target_accuracy`` (the demo uses ~25%: clearly better than
 chance, far from solved, so RL has room to show). The result is cached by its settings, so later runs start at once.
+
+Shipped start models. A warm start is not bit-for-bit the same on every machine (different CPUs and BLAS builds
+round differently, and a few hundred steps of SGD amplify that), so for the built-in tasks' default settings the
+package ships the warm-started weights (``reinforce_ada/models/start_models/<task>/``: ``model.safetensors``,
+``config.json`` and ``warm_start.json`` with the settings and how they were made, ~0.4 MB each). A run whose
+:class:`WarmStartSettings` match a shipped model's (same :meth:`WarmStartSettings.key`) loads it -- the same weights
+on every machine; other settings use the cache as before. Regenerate them (on any machine; the result will differ in
+the last bits from the shipped ones and in its start accuracy by a few points) with::
+
+    python -m reinforce_ada.models.warm_start --task arithmetic --out reinforce_ada/models/start_models/arithmetic
+    python -m reinforce_ada.models.warm_start --task arithmetic-mixed \
+        --out reinforce_ada/models/start_models/arithmetic-mixed
 """
 
 from __future__ import annotations
@@ -36,6 +48,12 @@ class WarmStartSettings:
     eval_every: int = 100
     eval_prompts: int = 128
     max_new_tokens: int = 8
+
+    @classmethod
+    def from_config(cls, config: Any) -> "WarmStartSettings":
+        """The warm-start settings a :class:`~reinforce_ada.config.TrainConfig` with ``model="tiny"`` implies."""
+        return cls(task=str(config.task), task_digits=config.task_digits, target_accuracy=config.sft_target_accuracy,
+                   max_steps=config.sft_max_steps, seed=config.sft_seed, max_new_tokens=config.max_new_tokens)
 
     def key(self) -> str:
         payload = json.dumps({"version": WARM_START_VERSION, **asdict(self)}, sort_keys=True)
@@ -97,9 +115,23 @@ def supervised_warm_start(model: Any, tokenizer: Any, train: Sequence[Prompt], h
     return {"sft_steps": float(step), "sft_accuracy": accuracy}
 
 
+SHIPPED_START_MODELS = Path(__file__).parent / "start_models"
+"""Folder of the warm-started tiny models shipped with the package, one sub-folder per built-in task."""
+
+
+def shipped_start_model(settings: WarmStartSettings) -> Path | None:
+    """The shipped start model made with exactly ``settings`` (compared by :meth:`WarmStartSettings.key`), or None."""
+    for info_file in sorted(SHIPPED_START_MODELS.glob("*/warm_start.json")):
+        info = json.loads(info_file.read_text())
+        if WarmStartSettings(**info["settings"]).key() == settings.key():
+            return info_file.parent
+    return None
+
+
 def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt], held_out: Sequence[Prompt],
                             verifier: Any, cache: Path) -> tuple[Any, Any, dict[str, float]]:
-    """The warm-started tiny model from ``cache`` if present, else train it and store it there (atomically)."""
+    """The shipped start model for ``settings`` if there is one, else the warm-started tiny model from ``cache`` if
+    present, else train it and store it there (atomically)."""
     import os
     import shutil
     import tempfile
@@ -108,8 +140,14 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
 
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 
-    folder = cache / f"tiny-{settings.task}-{settings.key()}"
     tokenizer = build_char_tokenizer()
+    shipped = shipped_start_model(settings)
+    if shipped is not None:
+        logger.info("loading the shipped start model %s (same weights on every machine)", shipped)
+        model = AutoModelForCausalLM.from_pretrained(shipped, use_safetensors=True)
+        info = json.loads((shipped / "warm_start.json").read_text())
+        return model, tokenizer, {**info, "source": str(shipped)}
+    folder = cache / f"tiny-{settings.task}-{settings.key()}"
     if (folder / "warm_start.json").exists():
         logger.info("loading the warm-started tiny model from %s", folder)
         model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
@@ -132,3 +170,54 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
         shutil.rmtree(tmp, ignore_errors=True)
     model.name_or_path = str(folder)
     return model, tokenizer, info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Regenerate a shipped start model: warm-start the tiny model exactly as ``reinforce-ada train --task TASK``
+    would with the default settings and RL seed 0, then write the folder (see the module docstring)."""
+    import argparse
+    import platform
+    import shutil
+
+    import torch
+    import transformers
+
+    from reinforce_ada.config import TrainConfig
+    from reinforce_ada.data import get_task, list_tasks
+    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
+    from reinforce_ada.trainer import _task_options
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--task", required=True, help=f"a built-in task: {', '.join(list_tasks())}")
+    parser.add_argument("--out", required=True, help="folder to write (replaced if it holds a start model)")
+    args = parser.parse_args(argv)
+    if args.task not in list_tasks():
+        parser.error(f"unknown task {args.task!r}; choose one of {', '.join(list_tasks())}")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not (out / "warm_start.json").exists():
+        parser.error(f"{out} exists and is not a start-model folder; not overwriting it")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(1)
+    config = TrainConfig(task=args.task)
+    settings = WarmStartSettings.from_config(config)
+    task = get_task(config.task, **_task_options(config))
+    # The same prompts the trainer's warm start sees with RL seed 0 (train split) and sft_seed (held-out checks).
+    train = task.prompts(max(4096, config.batch_size * 4), seed=config.seed, split="train")
+    held_out = task.prompts(settings.eval_prompts, seed=settings.seed + 1000, split="test")
+    model, tokenizer = build_tiny_model(seed=settings.seed), build_char_tokenizer()
+    info = supervised_warm_start(model, tokenizer, train, held_out, task.verifier(), settings)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "warm_start.json").write_text(json.dumps({
+        **info, "settings": asdict(settings),
+        "made_with": f"python -m reinforce_ada.models.warm_start --task {args.task} --out {args.out}",
+        "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+        "machine": platform.machine()}, indent=2))
+    logger.info("wrote %s (sft steps %d, held-out sampled accuracy %.1f%%)", out, info["sft_steps"],
+                100 * info["sft_accuracy"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -86,3 +86,20 @@ def test_reasoning_gym_errors():
         get_task("reasoning-gym:nope")
     with pytest.raises(TypeError):
         get_task("reasoning-gym:basic_arithmetic", no_such_option=3)
+
+
+def test_mixed_arithmetic_has_operands_of_every_length_and_every_operator():
+    task = get_task("arithmetic-mixed")
+    assert task.name == "arithmetic-mixed" and task.verifier_name == "arithmetic"
+    prompts = task.prompts(400, seed=0)
+    assert [p.prompt_id for p in prompts] == [p.prompt_id for p in task.prompts(400, seed=0)]
+    assert len({p.prompt_id for p in prompts}) == 400
+    lengths = {len(str(p.metadata[k])) for p in prompts for k in ("a", "b")}
+    assert lengths == {1, 2} and {p.metadata["operator"] for p in prompts} == {"+", "-", "*"}
+    for p in prompts:
+        a, b, op = p.metadata["a"], p.metadata["b"], p.metadata["operator"]
+        assert p.prompt == f"{a}{op}{b}=" and int(p.answer) == {"+": a + b, "-": a - b, "*": a * b}[op]
+    test = task.prompts(200, seed=0, split="test")
+    assert not {p.prompt_id for p in test} & {p.prompt_id for p in prompts}
+    with pytest.raises(ValueError, match="at most a quarter"):
+        task.prompts(5000, seed=0, split="test")

@@ -1,0 +1,117 @@
+"""benchmarks/learning.py: the --json schema others recompute figures from, its statistics, and one-line errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("learning_benchmark", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "no-such-task"], "unknown task 'no-such-task'"),
+    (["--strategies", "grpo", "ada-nothing"], "unknown strategy 'ada-nothing'"),
+    (["--strategies", "ada-budget", "--budget", "100", "--batch-size", "32"], "below one group per prompt"),
+    (["--steps", "0"], "--steps must be a positive integer"),
+])
+def test_bad_input_is_a_one_line_error(argv, message, capsys):
+    bench = load_benchmark()
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and err[-1].startswith("usage: ") is False
+
+
+def test_an_out_folder_with_runs_is_refused_before_training(tmp_path, capsys):
+    bench = load_benchmark()
+    (tmp_path / "old-run").mkdir()
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--out", str(tmp_path)])
+    assert "already holds runs" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_statistics_by_hand():
+    bench = load_benchmark()
+    mean, half = bench.t_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    history = [[0, 0, 0.2], [4, 100, 0.4], [8, 300, 0.5]]
+    assert bench.accuracy_at_tokens(history, 50) == pytest.approx(0.3)
+    assert bench.accuracy_at_tokens(history, 200) == pytest.approx(0.45)
+    assert bench.accuracy_at_tokens(history, 1000) == 0.5  # a run short of the budget counts at its final accuracy
+    assert bench.first_crossing([0, 4, 8], [0.2, 0.4, 0.5], 0.45) == pytest.approx(6.0)
+    assert bench.first_crossing([0, 4, 8], [0.2, 0.4, 0.5], 0.6) == math.inf
+
+
+def test_report_from_rows_by_hand():
+    """Two seeds; GRPO's budget is its mean token count; a strategy twice as fast per token wins at that budget."""
+    bench = load_benchmark()
+    rows = []
+    for seed in (0, 1):
+        rows.append({"task": "t", "strategy": "grpo", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 100, 0.3], [8, 200, 0.4 + 0.02 * seed]]})
+        rows.append({"task": "t", "strategy": "ada-balanced", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 100, 0.4], [8, 200, 0.5]]})
+        rows.append({"task": "t", "strategy": "ada-balanced", "lr": 2.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 100, 0.2], [8, 200, 0.2]]})
+    report = bench.analyse("t", rows, {})
+    assert report["grpo_token_budget"] == 200
+    ada = report["strategies"]["ada-balanced"]
+    assert ada["best_lr"] == 1.0
+    assert ada["per_lr"][1.0]["at_budget"] == [0.5, 0.5]
+    assert ada["gain_vs_grpo_at_budget"] == pytest.approx([0.1, 0.08])
+    # GRPO's mean final accuracy 0.41 is reached by its mean curve at step 8 and by Ada's at 4 + 4 * 0.01 / 0.1
+    assert ada["steps"]["grpo_steps"] == pytest.approx(8.0)
+    assert ada["steps"]["steps"] == pytest.approx(4.4)
+    assert ada["steps"]["ratio"] == pytest.approx(0.55)
+
+
+@pytest.mark.slow
+def test_json_schema_from_a_tiny_run(tmp_path):
+    bench = load_benchmark()
+    out = tmp_path / "results.json"
+    assert bench.main(["--task", "arithmetic", "--seeds", "0", "--steps", "2", "--eval-every", "1", "--lrs", "1e-3",
+                       "--strategies", "grpo", "ada-balanced", "--eval-prompts", "4", "--bucket-prompts", "4",
+                       "--bucket-samples", "2", "--out", str(tmp_path / "runs"), "--json", str(out),
+                       "--no-write"]) == 0
+    data = json.loads(out.read_text())
+    assert list(data) == ["rows"]
+    assert {(r["task"], r["strategy"], r["lr"], r["seed"]) for r in data["rows"]} == {
+        ("arithmetic", "grpo", 1e-3, 0), ("arithmetic", "ada-balanced", 1e-3, 0)}
+    for row in data["rows"]:
+        assert list(row) == ["task", "strategy", "lr", "seed", "history"]
+        assert [h[0] for h in row["history"]] == [0, 1, 2]
+        assert row["history"][0][1] == 0 and all(isinstance(h[1], int) for h in row["history"])
+        assert row["history"][1][1] < row["history"][2][1]  # tokens only grow
+        assert all(0.0 <= h[2] <= 1.0 for h in row["history"])
+    assert bench.details_path(out).exists()
+    assert bench.main(["--from-json", str(out), "--no-write"]) == 0
+
+
+def test_from_json_merges_files_and_keeps_a_repeated_run_once(tmp_path, capsys):
+    bench = load_benchmark()
+    grpo = {"task": "t", "strategy": "grpo", "lr": 1.0, "seed": 0, "history": [[0, 0, 0.2], [4, 100, 0.4]]}
+    ada = {"task": "t", "strategy": "ada-balanced", "lr": 1.0, "seed": 0, "history": [[0, 0, 0.2], [4, 300, 0.5]]}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    bench.write_results(first, [grpo], {"zero_variance": {"t": {"grpo": {"1.0": {"0": [0.5]}}}}})
+    bench.write_results(second, [grpo, ada], {"zero_variance": {"t": {"ada-balanced": {"1.0": {"0": [0.1]}}}}})
+    merged = tmp_path / "merged.json"
+    assert bench.main(["--from-json", str(first), str(second), "--merge-json", str(merged), "--no-write"]) == 0
+    rows = json.loads(merged.read_text())["rows"]
+    assert [(r["strategy"], r["seed"]) for r in rows] == [("grpo", 0), ("ada-balanced", 0)]
+    details = json.loads(bench.details_path(merged).read_text())
+    assert set(details["zero_variance"]["t"]) == {"grpo", "ada-balanced"}
+    assert "ada-balanced @ 1 *" in capsys.readouterr().out
