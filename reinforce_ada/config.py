@@ -73,11 +73,20 @@ class SamplerConfig:
     """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
     signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
     allocated by value (TRL and verl need a group per prompt)."""
+    budget_half_life: float | None = 2.0
+    """Budget mode: presentations of a prompt after which its remembered evidence counts half (the memory decays
+    per visit of the prompt, not per step, so it works whatever the number of steps between visits; a skipped prompt
+    decays too and is retried later). None: never decays."""
     budget_probe: int | None = None
     """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
     re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
     with fewer than ``group_size`` samples and is trained on what it has (counted as ``num_short_groups``).
     Ignored when ``budget_skip`` is False."""
+    budget_min_group: int | None = None
+    """Budget mode: the pool size at which a prompt may exit (None: ``group_size``). With a probe of 2 and the
+    ``mixed`` rule, ``2`` lets a prompt whose probe already holds both classes stop there (a short group with
+    signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
+    ``budget_skip`` is False."""
     on_verifier_failure: str = "zero"
     """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
     removes it from the pool (and counts it). Neither loses the prompt."""
@@ -114,7 +123,7 @@ class SamplerConfig:
             value = self.sample_budget_per_step
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"sample_budget_per_step must be a positive integer (got {value!r})")
-        for name in ("sample_budget_per_step", "budget_probe"):
+        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
             if getattr(self, name) is not None and self.allocation != "budget":
                 raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
                                   f"(got allocation={self.allocation!r})")
@@ -123,6 +132,15 @@ class SamplerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
                 raise ConfigError(f"budget_probe must be an integer in 1..group_size={self.group_size} "
                                   f"(got {value!r})")
+        if self.budget_min_group is not None:
+            value = self.budget_min_group
+            if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= self.group_size:
+                raise ConfigError(f"budget_min_group must be an integer in 2..group_size={self.group_size} "
+                                  f"(got {value!r})")
+        if self.budget_half_life is not None and not (isinstance(self.budget_half_life, (int, float))
+                                                      and math.isfinite(self.budget_half_life)
+                                                      and self.budget_half_life > 0):
+            raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
         if self.allocation == "budget":
             from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
 
@@ -138,6 +156,13 @@ class SamplerConfig:
     def max_samples(self) -> int:
         """The per-prompt budget of one step, M * N."""
         return self.samples_per_round * self.max_rounds
+
+    @property
+    def min_exit_count(self) -> int:
+        """The pool size a prompt needs before it may exit: ``group_size``, or budget mode's ``budget_min_group``."""
+        if self.is_budget and self.budget_skip and self.budget_min_group is not None:
+            return self.budget_min_group
+        return self.group_size
 
     @property
     def is_budget(self) -> bool:
@@ -353,17 +378,23 @@ class TrainConfig:
     sample_budget_per_step: int | None = None
     """``ada-budget``: samples drawn per step over all the batch's prompts (None: ``group_size x batch_size``, what
     GRPO draws); at least that. Each prompt still draws at most M * N; rounds: at most N."""
+    budget_half_life: float | None = 2.0
+    """``ada-budget``: presentations of a prompt after which its remembered pass-rate evidence counts half (per visit,
+    not per step; None: never decays). ``memory_max_evidence`` and ``memory_seed`` also apply."""
     budget_probe: int | None = None
     """``ada-budget``: samples a prompt draws first (None: ``group_size``). Smaller: cheaper on prompts that turn out
     saturated or hopeless; such a prompt may end with fewer than ``group_size`` samples (trained on as it is)."""
+    budget_min_group: int | None = None
+    """``ada-budget``: the pool size at which a prompt may exit (None: ``group_size``); e.g. 2 with
+    ``budget_probe=2``: a probe holding both classes stops there as a short group with signal."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False
     """Streaming: keep per-prompt pass-rate estimates across steps (content-hashed, decayed; checkpointed) to size
     first requests and to skip or cap hopeless/saturated prompts. Never mixed into the step's pool statistics."""
     memory_half_life: float = 8.0
-    """Streaming memory and ``ada-budget`` (which always keeps one): steps after which an old observation counts
-    half."""
+    """Streaming memory: steps after which an old observation counts half (``ada-budget``: see
+    ``budget_half_life``)."""
     memory_max_evidence: float = 128.0
     """Streaming memory and ``ada-budget``: most (decayed) samples remembered per prompt."""
     memory_seed: str | None = None
@@ -477,7 +508,7 @@ class TrainConfig:
         if self.sampler == "streaming" and (not self.strategy.startswith("ada-") or self.strategy == "ada-budget"):
             raise ConfigError(f"sampler='streaming' runs the ada-balanced/positive/mixed strategies, not "
                               f"strategy={self.strategy!r} (ada-budget runs on sampler='rounds')")
-        for name in ("sample_budget_per_step", "budget_probe"):
+        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
             if getattr(self, name) is not None and self.strategy != "ada-budget":
                 raise ConfigError(f"{name} is a setting of strategy='ada-budget' (got strategy={self.strategy!r})")
         if self.strategy == "ada-budget" and self.sample_budget_per_step is not None:
@@ -541,6 +572,7 @@ class TrainConfig:
             return SamplerConfig(samples_per_round=self.samples_per_round, max_rounds=self.max_rounds,
                                  group_size=self.group_size, exit_rule="mixed", allocation="budget",
                                  sample_budget_per_step=self.sample_budget_per_step, budget_probe=self.budget_probe,
+                                 budget_half_life=self.budget_half_life, budget_min_group=self.budget_min_group,
                                  positive_threshold=self.positive_threshold, selection=self.selection,
                                  unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
                                  importance_weights=self.importance_weights, seed=self.seed)

@@ -256,6 +256,16 @@ class PassRateMemory:
             if fitted is not None:
                 self.prior = fitted
 
+    def scale(self, prompt: Prompt | str, factor: float) -> None:
+        """Multiply the prompt's remembered evidence by ``factor`` in [0, 1] (a no-op for an unseen prompt). Budget
+        mode decays evidence this way once per presentation of the prompt, instead of per step."""
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"factor must be in [0, 1] (got {factor})")
+        key = prompt if isinstance(prompt, str) else prompt_key(prompt)
+        if key in self._entries:
+            pos, neg = self.evidence(key)
+            self._entries[key] = _Entry(pos * factor, neg * factor, self.step)
+
     def forget(self, keys: Iterable[str]) -> None:
         for key in keys:
             self._entries.pop(key, None)

@@ -92,7 +92,8 @@ class AdaptiveSampler:
     def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig | None = None,
                  memory: PassRateMemory | None = None):
         """``memory``: the cross-step pass-rate memory budget mode reads its priors from (``allocation="budget"``
-        only; a fresh :class:`PassRateMemory` when not given). It is part of :meth:`state_dict`."""
+        only; a fresh :class:`PassRateMemory` when not given; give one with ``half_life=None``, as budget mode decays
+        it per visit by ``budget_half_life``). It is part of :meth:`state_dict`."""
         _check_backends(generator, verifier)
         self.generator = generator
         self.verifier = verifier
@@ -103,7 +104,7 @@ class AdaptiveSampler:
         self._allocate = None if self._step_rule else get_allocation_rule(self.config.allocation)
         if memory is not None and self._step_rule is None:
             raise ValueError("memory= is read by budget mode only (SamplerConfig.allocation='budget')")
-        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory()
+        self.memory = memory if memory is not None or self._step_rule is None else PassRateMemory(half_life=None)
         self.rng = np.random.default_rng(self.config.seed)
 
     # -- the loop ---------------------------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class AdaptiveSampler:
         prompts = validate_prompts(prompts)
         budget = cfg.step_budget(len(prompts)) if self._step_rule else None  # a too-small budget fails here
         pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
-        priors = {p.prompt_id: self.memory.posterior(p) for p in prompts} if self._step_rule else {}
+        priors = self._budget_priors(prompts) if self._step_rule else {}
         active, rounds, generation_error = prompts, [], None
         for round_number in range(1, cfg.max_rounds + 1):
             requests = self._round_requests(active, pools, priors, budget)
@@ -130,9 +131,10 @@ class AdaptiveSampler:
             still_active = []
             for prompt in active:
                 pool = pools[prompt.prompt_id]
-                # A prompt also needs a full group's worth of completions to exit (matters when M < n).
-                if pool.count >= cfg.group_size and self._exit_rule(pool.num_positive, pool.num_negative,
-                                                                    cfg.group_size):
+                # A prompt also needs a full group's worth of completions to exit (matters when M < n; budget
+                # mode may lower it, budget_min_group).
+                if pool.count >= cfg.min_exit_count and self._exit_rule(pool.num_positive, pool.num_negative,
+                                                                        cfg.group_size):
                     pool.exit_round = round_number
                 else:
                     still_active.append(prompt)
@@ -148,6 +150,14 @@ class AdaptiveSampler:
         if budget is not None:
             finish_budget_step(batch, budget, cfg.group_size, self.memory, prompts)
         return batch
+
+    def _budget_priors(self, prompts: list[Prompt]) -> dict[PromptId, tuple[float, float]]:
+        """Budget mode: decay each presented prompt's remembered evidence by one visit, then read its posterior."""
+        half_life = self.config.budget_half_life
+        for prompt in prompts:
+            if half_life is not None:
+                self.memory.scale(prompt, 0.5 ** (1.0 / half_life))  # type: ignore[union-attr]
+        return {p.prompt_id: self.memory.posterior(p) for p in prompts}  # type: ignore[union-attr]
 
     def _round_requests(self, active: list[Prompt], pools: dict[PromptId, PromptPool],
                         priors: dict[PromptId, tuple[float, float]], budget: int | None) -> list[GenerationRequest]:
@@ -169,7 +179,7 @@ class AdaptiveSampler:
         sizes = self._step_rule(states, budget_left, samples_per_round=cfg.samples_per_round,
                                 max_samples=cfg.max_samples, group_size=cfg.group_size, exit_rule=cfg.exit_rule,
                                 min_positive=cfg.min_positive, skip=cfg.budget_skip,
-                                first_request=cfg.budget_probe)
+                                first_request=cfg.budget_probe, min_group=cfg.min_exit_count)
         return [GenerationRequest(prompt, num) for prompt, num in zip(active, sizes) if num > 0]
 
     def _select_groups(self, prompts: list[Prompt], pools: dict[PromptId, PromptPool]) -> list[Group]:
@@ -203,8 +213,9 @@ def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory
     """Budget mode, after a step: the budget metrics, skipped prompts out of ``num_empty``, the memory updated.
 
     A *skipped* prompt drew nothing (its samples were worth more elsewhere): it has no group and is counted in
-    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a backend returned
-    fewer than asked, or failed verifications were dropped, and the budget bought no top-up) is trained on as it is:
+    ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a ``budget_probe``
+    showed one class, a backend returned fewer than asked, or failed verifications were dropped, and the budget bought
+    no top-up) is trained on as it is:
     its whole-pool advantages are unbiased, a one-class short pool has all-zero advantages and moves nothing, and
     dropping it would discard signal already paid for. It is counted in ``num_short_groups``.
     """

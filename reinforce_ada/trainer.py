@@ -159,7 +159,7 @@ def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
     if sampler_config.is_budget:  # budget mode: priors from the cross-step pass-rate memory (checkpointed)
         from reinforce_ada.memory import PassRateMemory
 
-        memory = PassRateMemory(half_life=config.memory_half_life, max_evidence=config.memory_max_evidence)
+        memory = PassRateMemory(half_life=None, max_evidence=config.memory_max_evidence)  # decays per visit
         if config.memory_seed:
             memory.seed_from_file(config.memory_seed)
         return AdaptiveSampler(generator, verifier, sampler_config, memory=memory)

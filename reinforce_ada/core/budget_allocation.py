@@ -65,8 +65,9 @@ class PoolState(NamedTuple):
 
 
 def value_curve(state: PoolState, max_more: int, group_size: int, exit_rule: str = "mixed",
-                min_positive: int = 1) -> list[float]:
+                min_positive: int = 1, min_group: int | None = None) -> list[float]:
     """``V[k]`` for ``k = 0 .. max_more``: probability that ``k`` more samples meet the exit rule (module docstring).
+    ``min_group``: the pool size a prompt needs to exit (default ``group_size``).
 
     >>> [round(v, 4) for v in value_curve(PoolState(1.0, 1.0, 0, 0, 0), 5, 4)]  # uniform prior, mixed: 1 - 2/(k+1)
     [0.0, 0.0, 0.0, 0.0, 0.6, 0.6667]
@@ -76,7 +77,7 @@ def value_curve(state: PoolState, max_more: int, group_size: int, exit_rule: str
     # memoised: prompts with the same posterior (e.g. every unseen prompt at the start) share one computation
     return list(_cached_probabilities(float(state.prior_alpha + state.num_positive),
                                       float(state.prior_beta + state.num_negative), need_pos, need_neg,
-                                      max(0, max_more), group_size - count))
+                                      max(0, max_more), (group_size if min_group is None else min_group) - count))
 
 
 def best_increment(values: Sequence[float], k: int, max_j: int) -> tuple[float, int]:
@@ -145,7 +146,7 @@ def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[
 @STEP_ALLOCATION_RULES.register("budget")
 def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: int, max_samples: int,
            group_size: int, exit_rule: str = "mixed", min_positive: int = 1, skip: bool = True,
-           first_request: int | None = None) -> list[int]:
+           first_request: int | None = None, min_group: int | None = None) -> list[int]:
     """This round's request sizes for the still-active prompts ``states`` (see the module docstring, "Rounds").
 
     ``budget_left``: samples the step may still draw. ``max_samples``: the most one prompt may draw in the step.
@@ -153,6 +154,8 @@ def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: 
     prompt: TRL, verl); only the budget above that is allocated by value. ``first_request``: what a prompt not yet
     sampled draws first (None: ``n``, its group). A smaller *probe* is re-planned after it is scored, so a prompt
     that turns out saturated or hopeless costs less -- and may end the step with fewer than ``n`` samples.
+    ``min_group``: the pool size at which a prompt may exit (default ``n``); smaller lets a prompt whose probe
+    already has both classes stop there (the sampler must use the same minimum in its exit check).
 
     >>> budget([PoolState(1.0, 1.0, 0, 0, 0)] * 3, 12, samples_per_round=8, max_samples=32, group_size=4)
     [4, 4, 4]
@@ -163,7 +166,7 @@ def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: 
         raise ValueError(f"budget allocation values the exit rule, which must be one of {BUDGET_EXIT_RULES} "
                          f"(got {exit_rule!r})")
     caps = [max(0, max_samples - s.num_drawn) for s in states]
-    curves = [value_curve(s, cap, group_size, exit_rule, min_positive) for s, cap in zip(states, caps)]
+    curves = [value_curve(s, cap, group_size, exit_rule, min_positive, min_group) for s, cap in zip(states, caps)]
     missing = [max(0, group_size - (s.num_positive + s.num_negative)) for s in states]
     required = None
     if not skip:

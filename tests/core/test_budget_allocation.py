@@ -84,6 +84,23 @@ def test_hopeless_and_saturated_prompts_get_nothing_when_the_budget_is_short():
     assert sizes == [0, 4, 0, 4]
 
 
+def test_a_probe_with_both_classes_stops_as_a_short_group_with_min_group_two():
+    # probes of 2: prompt 0 gets 1+0 (signal: it exits with 2), prompts 1 and 2 get 0+0 and share what is left
+    script = {0: [1.0, 0.0], 1: [0.0, 0.0, 1.0, 0.0, 0.0], 2: [0.0, 0.0, 0.0, 1.0, 0.0]}
+    gen = ScriptedGenerator(script, default=0.0)
+    config = budget_config(budget_probe=2, budget_min_group=2)
+    batch = AdaptiveSampler(gen, ScriptedVerifier(), config).sample(make_prompts(range(3)))
+    assert gen.calls[0] == [(0, 2), (1, 2), (2, 2)]
+    assert all(pid != 0 for call in gen.calls[1:] for pid, _ in call)  # prompt 0 stopped at its probe
+    assert gen.calls[1] == [(1, 2), (2, 2)]  # each fills its group of 4 and finds its positive: all exit
+    assert batch.pools[0].exited and batch.pools[0].count == 2 and batch.groups[0].has_signal
+    # 2 of the 12 are left over: nobody is without signal any more, so nothing is worth spending them on
+    assert batch.metrics["total_samples"] == 10 and batch.metrics["budget_used_fraction"] == 10 / 12
+    assert batch.metrics["num_short_groups"] == 1 and batch.metrics["signal_fraction"] == 1.0
+    with pytest.raises(ConfigError, match="budget_min_group"):
+        budget_config(budget_min_group=1)
+
+
 def test_first_request_probe_and_the_rule_is_registered():
     assert STEP_ALLOCATION_RULES.get("budget") is budget
     sizes = budget([UNIFORM] * 3, 12, samples_per_round=8, max_samples=32, group_size=4, first_request=2)
@@ -165,14 +182,18 @@ def test_budget_settings_are_checked():
         budget_config(budget_probe=5)
     with pytest.raises(ValueError, match="budget mode only"):
         AdaptiveSampler(ScriptedGenerator({}), ScriptedVerifier(), SamplerConfig(), memory=PassRateMemory())
+    from reinforce_ada.streaming import make_sampler
+
+    with pytest.raises(ConfigError, match="round-based sampler"):
+        make_sampler("streaming", ScriptedGenerator({}), ScriptedVerifier(), budget_config())
 
 
 # -- invariants -----------------------------------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(num_prompts=st.integers(1, 6), n=st.integers(2, 4), m=st.integers(1, 6), rounds=st.integers(1, 4),
        extra=st.integers(0, 30), skip=st.booleans(), probe=st.booleans(), exit_rule=st.sampled_from(["mixed", "balanced"]),
-       seed=st.integers(0, 10_000), steps=st.integers(1, 3))
-def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, seed, steps):
+       seed=st.integers(0, 10_000), steps=st.integers(1, 3), min_group=st.booleans())
+def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, seed, steps, min_group):
     if m * rounds < n:
         rounds = -(-n // m)
     rng = np.random.default_rng(seed)
@@ -180,7 +201,8 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
     gen = ScriptedGenerator(lambda pid, k: float(rng.random() < rates[pid]))
     budget_total = n * num_prompts + extra
     config = budget_config(samples_per_round=m, max_rounds=rounds, group_size=n, exit_rule=exit_rule,
-                           sample_budget_per_step=budget_total, budget_skip=skip, budget_probe=1 if probe else None)
+                           sample_budget_per_step=budget_total, budget_skip=skip, budget_probe=1 if probe else None,
+                           budget_min_group=2 if min_group else None)
     sampler = AdaptiveSampler(gen, ScriptedVerifier(), config)
     prompts = make_prompts(range(num_prompts))
     for _ in range(steps):
@@ -201,6 +223,8 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
             assert len(group.completions) == min(n, batch.pools[group.prompt_id].count)
         if not probe:  # without a probe, a sampled prompt always gets at least its group
             assert all(k == 0 or k >= n for k in drawn.values())
+        for pool in batch.pools.values():  # a prompt exits only with the pool size its rule needs
+            assert not pool.exited or pool.count >= (2 if min_group and skip else n)
         exited_in: dict = {}
         for call_number, call in enumerate(gen.calls[first_call:], 1):  # nothing drawn after a prompt exited
             for pid, _ in call:
@@ -208,3 +232,25 @@ def test_invariants(num_prompts, n, m, rounds, extra, skip, probe, exit_rule, se
             for pid, pool in batch.pools.items():
                 if pool.exit_round == call_number:
                     exited_in[pid] = call_number
+
+
+def test_evidence_decays_per_presentation_so_a_skipped_prompt_is_retried():
+    hopeless = make_prompts([0])[0]
+    memory = PassRateMemory(half_life=None, empirical_prior=False)
+    memory.seed(hopeless, 0.0, 40)
+    gen = ScriptedGenerator({}, default=0.0)  # prompts 1 and 2 are unknown to the memory (and fail, too)
+    sampler = AdaptiveSampler(gen, ScriptedVerifier(), budget_config(budget_half_life=1.0), memory=memory)
+    drawn = []
+    for _ in range(8):
+        batch = sampler.sample(make_prompts([0, 1, 2]))
+        drawn.append(batch.pools[0].num_drawn)
+    # step 1: 40 negatives -> 20 (half-life of one visit): skipped; the 4 samples left after the two unknown prompts'
+    # groups go to them (a first positive after 0/4 has chance 1/6 under Beta(1, 5), the skipped prompt's ~0.04)
+    assert drawn[0] == 0 and gen.calls[0] == [(1, 4), (2, 4)] and gen.calls[1] == [(1, 2), (2, 2)]
+    assert any(drawn), "the skipped prompt's evidence decayed with each presentation until it was sampled again"
+    first = drawn.index(next(d for d in drawn if d))
+    # a skipped presentation adds no evidence: the 40 negatives are halved once per visit until sampled again
+    assert memory.evidence(hopeless)[1] <= 40 * 0.5 ** (first + 1) + drawn[first] + 1e-9
+    assert PassRateMemory.scale.__doc__
+    with pytest.raises(ValueError, match="factor"):
+        memory.scale(hopeless, 1.5)

@@ -56,3 +56,31 @@ def test_verl_rollout_keeps_the_memory_across_steps():
     wrapper = ReinforceAdaRollout(Rollout(), config)
     assert wrapper.memory is not None
     assert ReinforceAdaRollout(Rollout(), SamplerConfig()).memory is None
+
+
+def test_trl_trains_in_budget_mode_and_saves_the_memory(tmp_path):
+    pytest.importorskip("trl")
+    import json
+
+    from datasets import Dataset
+
+    from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
+    def reward(prompts, completions, **kwargs):
+        return [float(ord(c[0]) % 2) if c else 0.0 for c in completions]
+
+    dataset = Dataset.from_dict({"prompt": [f"{i}+{i}=" for i in range(1, 9)], "answer": [str(2 * i) for i in range(1, 9)]})
+    # 8 rows per generation batch = 4 prompts x n=2; budget 12 = GRPO's 8 + 4 allocated by value
+    args = AdaGRPOConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to=[], bf16=False, save_strategy="steps",
+                         save_steps=2, per_device_train_batch_size=8, num_generations=2, samples_per_round=2,
+                         max_rounds=3, exit_rule="mixed", allocation="budget", sample_budget_per_step=12,
+                         max_completion_length=4, max_steps=2, logging_steps=1, learning_rate=1e-2, seed=0)
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=reward, args=args, train_dataset=dataset,
+                             processing_class=build_char_tokenizer())
+    trainer.train()
+    batch = trainer.ada_last_batch
+    assert batch.metrics["budget"] == 12 and batch.metrics["total_samples"] <= 12
+    assert batch.metrics["num_skipped"] == 0 and all(len(g.completions) == 2 for g in batch.groups)
+    saved = json.loads((tmp_path / "run" / "checkpoint-2" / "ada_sampler_state_0.json").read_text())
+    assert saved["memory"]["entries"], "TRL's checkpoint carries the pass-rate memory"

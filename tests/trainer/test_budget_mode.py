@@ -75,6 +75,11 @@ def test_budget_settings_fail_before_anything_loads():
     assert (sampler.allocation, sampler.exit_rule, sampler.budget_probe, sampler.sample_budget_per_step) == (
         "budget", "mixed", 2, None)
     assert sampler.step_budget(8) == 32  # default: what GRPO draws, group_size x prompts
+    assert sampler.min_exit_count == 4 and sampler.budget_half_life == 2.0
+    short = TrainConfig(strategy="ada-budget", budget_probe=2, budget_min_group=2, budget_half_life=4.0)
+    assert (short.sampler_config().min_exit_count, short.sampler_config().budget_half_life) == (2, 4.0)
+    with pytest.raises(ConfigError, match="budget_min_group is a setting of strategy='ada-budget'"):
+        TrainConfig(strategy="ada-mixed", budget_min_group=2)
 
 
 def test_cli_selects_the_budget_strategy_and_rejects_a_small_budget(capsys, monkeypatch):

@@ -91,6 +91,11 @@ class AdaGRPOConfig(GRPOConfig):
                           "per prompt, so every prompt first gets its num_generations samples and only the budget "
                           "above that is allocated by value."},
     )
+    budget_half_life: float | None = field(
+        default=2.0,
+        metadata={"help": "Budget mode: presentations of a prompt after which its remembered pass-rate evidence "
+                          "counts half (None: never decays)."},
+    )
     sample_budget_per_step: int | None = field(
         default=None,
         metadata={"help": "Budget mode (allocation='budget'): samples this process draws per generation batch, over "
@@ -139,7 +144,8 @@ class AdaGRPOConfig(GRPOConfig):
             selection=self.selection, unexited="keep", advantage=self.advantage, normalize_std=self.normalize_std,
             epsilon=self.advantage_epsilon, importance_weights=self.importance_weights, allocation=self.allocation,
             on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
-            sample_budget_per_step=self.sample_budget_per_step, budget_skip=False,  # TRL: a group per prompt
+            sample_budget_per_step=self.sample_budget_per_step, budget_half_life=self.budget_half_life,
+            budget_skip=False,  # TRL needs a group per prompt
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ ESTIMATOR_NAME = "reinforce_ada"
 SAMPLER_KEYS = (
     "samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection", "unexited",
     "advantage", "normalize_std", "epsilon", "allocation", "on_verifier_failure", "generation_retries", "seed",
-    "sample_budget_per_step",
+    "sample_budget_per_step", "budget_half_life",
 )
 """Keys accepted under ``algorithm.reinforce_ada`` (each is the :class:`SamplerConfig` field of the same name)."""
 
