@@ -1,7 +1,8 @@
 """The standalone trainer: Reinforce-Ada (or GRPO / DAPO) with a token-level PPO-clip loss, in one process.
 
 Each step:
-  1. draw ``batch_size`` prompts (a seeded, epoch-shuffled stream);
+  1. draw ``batch_size`` prompts (a seeded, epoch-shuffled stream; ``ada-budget`` with ``budget_overdraw``: that
+     many times more candidates, of which the budget trains on ``batch_size``);
   2. sample them with the core sampler (rounds, exits, selection, whole-pool advantages);
   3. rebuild ``prompt + completion`` token sequences and compute the old policy's log-probabilities;
   4. ``ppo_epochs`` passes of mini-batches of :func:`reinforce_ada.core.losses.ppo_clip_loss`, AdamW with
@@ -408,7 +409,9 @@ class Trainer:
         if cfg.strategy == "dapo":
             batch = self.sampler.sample(self.stream)
         else:
-            batch = self.sampler.sample(self.stream.take(cfg.batch_size))
+            # ada-budget with budget_overdraw: more candidates than the budget trains on; the skipped ones are
+            # consumed from this epoch's order like the others and come back in the next epoch
+            batch = self.sampler.sample(self.stream.take(cfg.prompts_per_step))
         sampled = time.perf_counter()
         if hasattr(self.generator, "sleep"):
             self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
