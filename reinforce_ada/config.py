@@ -432,7 +432,8 @@ class TrainConfig:
     """``ada-budget``: candidate prompts per trained prompt. Each step takes ``ceil(budget_overdraw x batch_size)``
     prompts from the stream; the budget stays ``group_size x batch_size`` (or ``sample_budget_per_step``) and goes to
     the candidates most likely to give signal by the cross-step memory; the others are skipped this step (they come
-    back in the next epoch). Worth it only when prompts recur (several epochs over a fixed prompt set)."""
+    back in the next epoch). Worth it only when prompts recur (several epochs over a fixed prompt set); the training
+    set must hold at least one step's candidates."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False

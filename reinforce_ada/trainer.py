@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.config import ConfigError, DynamicSamplingConfig, TrainConfig
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -215,6 +215,10 @@ class Trainer:
         self.verifier = verifier
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
+        if cfg.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
+            raise ConfigError(f"budget_overdraw={cfg.budget_overdraw:g} takes {cfg.prompts_per_step} candidate prompts "
+                              f"per step (batch_size={cfg.batch_size}), but the training set has only "
+                              f"{len(self.stream.prompts)}")
 
         self.resume_from = latest_checkpoint(self.output_dir) if cfg.resume else None
         if cfg.resume and self.resume_from is None:

@@ -84,3 +84,12 @@ def test_overdraw_settings_fail_before_anything_loads(capsys, monkeypatch):
     assert cli.main(["train", "--strategy", "ada-mixed", "--budget-overdraw", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "budget_overdraw is a setting of strategy='ada-budget'" in err[0]
+
+
+def test_overdraw_beyond_the_training_set_fails_before_the_model_loads(tmp_path):
+    setup = fresh_setup()
+    setup["train_prompts"] = addition_prompts(5, 1)
+    setup["model"] = None  # would be built from config.model="injected" -- must not get that far
+    with pytest.raises(ConfigError, match=r"^budget_overdraw=2 takes 6 candidate prompts per step \(batch_size=3\), "
+                                          r"but the training set has only 5$"):
+        Trainer(overdraw_config(tmp_path), **setup)
