@@ -65,6 +65,16 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
     "ada-budget-2x": dict(strategy="ada-budget", sample_budget_per_step="2x"),  # twice GRPO's samples per step
     # a 2-sample probe that already holds both classes stops there, as a short group with signal
     "ada-budget-probe2-min2": dict(strategy="ada-budget", budget_probe=2, budget_min_group=2),
+    # over-draw: k x --batch-size candidate prompts per step, GRPO's samples for --batch-size of them, given to the
+    # candidates the cross-step memory rates most likely to give signal (needs a recurring set: --train-prompts)
+    "ada-budget-od1.5": dict(strategy="ada-budget", budget_overdraw=1.5),
+    "ada-budget-od2": dict(strategy="ada-budget", budget_overdraw=2.0),
+    "ada-budget-od3": dict(strategy="ada-budget", budget_overdraw=3.0),
+    "ada-budget-od2-probe2": dict(strategy="ada-budget", budget_overdraw=2.0, budget_probe=2),
+    "ada-budget-od2-mg2": dict(strategy="ada-budget", budget_overdraw=2.0, budget_probe=2, budget_min_group=2),
+    "ada-budget-od2-hl8": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
+    "ada-budget-od3-hl8": dict(strategy="ada-budget", budget_overdraw=3.0, budget_half_life=8.0),
+    "ada-budget-od2-hlinf": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=None),  # never forgets
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                                 samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,

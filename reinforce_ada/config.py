@@ -177,6 +177,14 @@ class SamplerConfig:
     ``mixed`` rule, ``2`` lets a prompt whose probe already holds both classes stop there (a short group with
     signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
     ``budget_skip`` is False."""
+    budget_overdraw: float = 1.0
+    """Budget mode: candidate prompts offered per trained prompt (over-draw, as in GRESO and VIP). With ``2.0`` the
+    sampler is given twice the prompts the budget can train on (the trainer takes ``ceil(2 x batch_size)`` from its
+    stream); the budget stays GRPO's for the trained prompts (``group_size x floor(candidates / budget_overdraw)``)
+    and the value allocation gives groups to the candidates most likely to give signal (the cross-step memory's
+    saturated or hopeless prompts last; ties by order) and skips the rest (``num_skipped``). Helps only when prompts
+    recur (several epochs over a fixed prompt set). 1.0: no over-draw. Needs ``budget_skip`` (TRL and verl need a
+    group for every prompt they are given, so they cannot over-draw)."""
     on_verifier_failure: str = "zero"
     """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
     removes it from the pool (and counts it). Neither loses the prompt."""
@@ -232,6 +240,16 @@ class SamplerConfig:
                                                       and math.isfinite(self.budget_half_life)
                                                       and self.budget_half_life > 0):
             raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
+        value = self.budget_overdraw
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and value >= 1.0):
+            raise ConfigError(f"budget_overdraw must be a number >= 1 (got {value!r})")
+        if value != 1.0 and self.allocation != "budget":
+            raise ConfigError(f"budget_overdraw is a setting of budget mode, allocation='budget' "
+                              f"(got allocation={self.allocation!r})")
+        if value != 1.0 and not self.budget_skip:
+            raise ConfigError(f"budget_overdraw={value} needs budget_skip=True: over-drawn candidates are skipped, "
+                              "and with budget_skip=False (TRL, verl) every prompt must get its group")
         if self.allocation == "budget":
             from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
 
@@ -260,14 +278,37 @@ class SamplerConfig:
         """Budget mode: one sample budget per step shared by the batch's prompts (``allocation="budget"``)."""
         return self.allocation in STEP_ALLOCATION_RULES
 
+    def trained_prompts(self, num_candidates: int) -> int:
+        """Budget mode: how many of ``num_candidates`` prompts the default budget trains on,
+        ``floor(num_candidates / budget_overdraw)`` (at least 1): :meth:`candidate_prompts` of a batch size gives
+        that batch size back exactly.
+
+        >>> SamplerConfig(allocation="budget", exit_rule="mixed", budget_overdraw=1.5).trained_prompts(5)
+        3
+        """
+        return max(1, math.floor(num_candidates / self.budget_overdraw + 1e-9))
+
+    def candidate_prompts(self, batch_size: int) -> int:
+        """Budget mode: prompts to offer the sampler to train on ``batch_size``, ``ceil(batch_size x
+        budget_overdraw)`` (``batch_size`` without over-draw).
+
+        >>> SamplerConfig(allocation="budget", exit_rule="mixed", budget_overdraw=1.5).candidate_prompts(3)
+        5
+        """
+        return math.ceil(batch_size * self.budget_overdraw - 1e-9)
+
     def step_budget(self, num_prompts: int) -> int:
-        """Budget mode: the samples one step over ``num_prompts`` prompts may draw; a ConfigError below one group
-        per prompt (``group_size x num_prompts``)."""
-        minimum = self.group_size * num_prompts
+        """Budget mode: the samples one step over ``num_prompts`` prompts (candidates) may draw; a ConfigError below
+        one group per trained prompt (``group_size x`` :meth:`trained_prompts`)."""
+        trained = self.trained_prompts(num_prompts)
+        minimum = self.group_size * trained
         value = minimum if self.sample_budget_per_step is None else self.sample_budget_per_step
         if value < minimum:
-            raise ConfigError(f"sample_budget_per_step={value} is below one group per prompt: at least "
-                              f"group_size x prompts = {self.group_size} x {num_prompts} = {minimum}")
+            overdraw = (f" ({num_prompts} candidates / budget_overdraw {self.budget_overdraw:g})"
+                        if self.budget_overdraw != 1.0 else "")
+            raise ConfigError(f"sample_budget_per_step={value} is below one group per {'trained ' * bool(overdraw)}"
+                              f"prompt: at least group_size x prompts = {self.group_size} x {trained} = "
+                              f"{minimum}{overdraw}")
         return value
 
     @classmethod
@@ -492,6 +533,12 @@ class TrainConfig:
     budget_min_group: int | None = None
     """``ada-budget``: the pool size at which a prompt may exit (None: ``group_size``); e.g. 2 with
     ``budget_probe=2``: a probe holding both classes stops there as a short group with signal."""
+    budget_overdraw: float = 1.0
+    """``ada-budget``: candidate prompts per trained prompt. Each step takes ``ceil(budget_overdraw x batch_size)``
+    prompts from the stream; the budget stays ``group_size x batch_size`` (or ``sample_budget_per_step``) and goes to
+    the candidates most likely to give signal by the cross-step memory; the others are skipped this step (they come
+    back in the next epoch). Worth it only when prompts recur (several epochs over a fixed prompt set); the training
+    set must hold at least one step's candidates."""
     max_in_flight: int = 256
     """Streaming: most completions requested at once."""
     memory: bool = False
@@ -624,6 +671,8 @@ class TrainConfig:
         for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
             if getattr(self, name) is not None and self.strategy != "ada-budget":
                 raise ConfigError(f"{name} is a setting of strategy='ada-budget' (got strategy={self.strategy!r})")
+        if self.budget_overdraw != 1.0 and self.strategy != "ada-budget":
+            raise ConfigError(f"budget_overdraw is a setting of strategy='ada-budget' (got strategy={self.strategy!r})")
         if self.strategy == "ada-budget" and self.sample_budget_per_step is not None:
             minimum = self.group_size * self.batch_size
             if self.sample_budget_per_step < minimum:
@@ -688,6 +737,12 @@ class TrainConfig:
                 and isinstance(self.task, str) and self.task.startswith("reasoning-gym:")):
             self.system_prompt = _reasoning_gym_system_prompt()
 
+    @property
+    def prompts_per_step(self) -> int:
+        """Prompts each step takes from the stream: ``batch_size``, or ``ceil(budget_overdraw x batch_size)``
+        candidates with ``ada-budget``'s over-draw."""
+        return math.ceil(self.batch_size * self.budget_overdraw - 1e-9)
+
     def sampler_config(self) -> SamplerConfig | DynamicSamplingConfig:
         """The core sampler configuration this training config implies."""
         if self.strategy == "dapo":
@@ -703,6 +758,7 @@ class TrainConfig:
                                  group_size=self.group_size, exit_rule="mixed", allocation="budget",
                                  sample_budget_per_step=self.sample_budget_per_step, budget_probe=self.budget_probe,
                                  budget_half_life=self.budget_half_life, budget_min_group=self.budget_min_group,
+                                 budget_overdraw=self.budget_overdraw,
                                  positive_threshold=self.positive_threshold, selection=self.selection,
                                  unexited=self.unexited, advantage=self.advantage, normalize_std=self.normalize_std,
                                  importance_weights=self.importance_weights, seed=self.seed)

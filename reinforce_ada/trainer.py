@@ -1,7 +1,8 @@
 """The standalone trainer: Reinforce-Ada (or GRPO / DAPO) with a token-level PPO-clip loss, in one process.
 
 Each step:
-  1. draw ``batch_size`` prompts (a seeded, epoch-shuffled stream);
+  1. draw ``batch_size`` prompts (a seeded, epoch-shuffled stream; ``ada-budget`` with ``budget_overdraw``: that
+     many times more candidates, of which the budget trains on ``batch_size``);
   2. sample them with the core sampler (rounds, exits, selection, whole-pool advantages);
   3. rebuild ``prompt + completion`` token sequences and compute the old policy's log-probabilities;
   4. ``ppo_epochs`` passes of mini-batches of :func:`reinforce_ada.core.losses.ppo_clip_loss`, AdamW with
@@ -25,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.config import ConfigError, DynamicSamplingConfig, TrainConfig
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.guards import (RunStopped, check_finite, check_prompt_lengths, check_verifier_failures,
                                   scored_accuracy, verifier_options, watch_verifier)
@@ -225,6 +226,10 @@ class Trainer:
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
+        if cfg.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
+            raise ConfigError(f"budget_overdraw={cfg.budget_overdraw:g} takes {cfg.prompts_per_step} candidate prompts "
+                              f"per step (batch_size={cfg.batch_size}), but the training set has only "
+                              f"{len(self.stream.prompts)}")
 
         if model is None:
             model, tokenizer = self._load_model(train_prompts)
@@ -432,7 +437,9 @@ class Trainer:
         if cfg.strategy == "dapo":
             batch = self.sampler.sample(self.stream)
         else:
-            batch = self.sampler.sample(self.stream.take(cfg.batch_size))
+            # ada-budget with budget_overdraw: more candidates than the budget trains on; the skipped ones are
+            # consumed from this epoch's order like the others and come back in the next epoch
+            batch = self.sampler.sample(self.stream.take(cfg.prompts_per_step))
         sampled = time.perf_counter()
         check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)

@@ -36,6 +36,11 @@ exactly the missing ``n - count`` (the first round is GRPO's groups of ``n``, on
 every prompt has the same value, so the first round gives each ``n`` -- GRPO -- and a budget above ``n x prompts``
 goes, round by round, to the prompts whose groups still have no signal.
 
+**Over-draw** (``SamplerConfig.budget_overdraw``, as in GRESO and VIP). The caller may offer more candidate prompts
+than the budget can give groups to (the budget stays ``n x trained prompts``); nothing changes here: the greedy gives
+the first groups to the candidates of highest value (ties to the earlier one) and the rest get none. With a memory of
+recurring prompts that skips the remembered saturated and hopeless ones in favour of unseen or promising ones.
+
 Pure: standard library only (plus the registry), so any framework can call it.
 """
 
