@@ -27,6 +27,7 @@ def test_trl_config_maps_budget_mode(tmp_path):
 
 
 def test_verl_config_maps_budget_mode():
+    pytest.importorskip("verl")  # the plugin package imports verl (CI runs this file again in its verl pass)
     from reinforce_ada.integrations.verl.config import sampler_config_from_verl
 
     def verl(block, train_batch_size=8):
