@@ -145,6 +145,14 @@ class FakeOpenAIServer:
                 self.wfile.write(data)
 
         class QuietServer(ThreadingHTTPServer):
+            # socketserver's default listen backlog is 5. The tests open 16+ connections at once; with a backlog of 5
+            # Linux answers the surplus SYNs with SYN cookies and, while the single accept thread is behind, drops
+            # their handshake ACK and the request headers, then resets the connection when the request body arrives
+            # (the cookie check fails on that segment: TcpExtSyncookiesFailed). The client sees ReadError for a
+            # request the server never counted, which wastes one of its attempts. Real servers listen with a large
+            # backlog (uvicorn, behind vLLM and SGLang: 2048), so this one does too (capped by net.core.somaxconn).
+            request_queue_size = 2048
+
             def handle_error(self, request, client_address):  # a client that gave up (timeout) resets the socket
                 pass
 

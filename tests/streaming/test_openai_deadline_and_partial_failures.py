@@ -154,6 +154,9 @@ def test_round_based_sampler_keeps_the_round_when_one_sample_exhausts_its_retrie
     assert {pid: pool.num_drawn for pid, pool in batch.pools.items()} == {0: 4, 1: 4, 2: 3, 3: 4}
     assert len(batch.groups) == 4  # no prompt lost: prompt 2 lost one sample, not its group
     assert max(server.attempts.values()) == 2  # the doomed sample had its max_attempts, no more
+    # every attempt the client made reached the server: 16 first attempts and the doomed sample's one retry (a
+    # connection reset before the server read the request, e.g. by a too small listen backlog, would show here)
+    assert client.num_requests == sum(server.attempts.values()) == 17
     assert client.num_completions == 15
 
 
