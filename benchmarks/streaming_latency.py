@@ -52,7 +52,8 @@ def hf_part(args):
     from reinforce_ada.generation.async_hf import AsyncHFEngine
     from reinforce_ada.generation.hf import HFGenerator
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-    from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest
+    from reinforce_ada.sampler import AdaptiveSampler
+    from reinforce_ada.sampling.protocols import GenerationRequest
     from reinforce_ada.streaming import StreamingSampler
     from reinforce_ada.types import Prompt
 

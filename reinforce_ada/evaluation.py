@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reinforce_ada.errors import DataError, UsageError
-from reinforce_ada.sampler import GenerationError, GenerationRequest, Generator, Verifier, score, validate_prompts
+from reinforce_ada.sampler import score, validate_prompts
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)

@@ -4,11 +4,11 @@ Reinforce-Ada (arXiv 2510.04996, Sec. 4) filters the training set before RL: eac
 under the starting model and only prompts whose pass rate lies in a chosen range are kept -- prompts the model
 always or never solves give GRPO no signal and, for adaptive sampling, burn the whole ``M * N`` budget.
 
-:func:`estimate_pass_rates` draws ``k`` samples per prompt with any :class:`~reinforce_ada.sampler.Generator` and
-scores them with a verifier (failures count as incorrect); :func:`select_by_pass_rate` keeps the range. The pass
-rates are written as JSONL (``prompt_id``, ``key`` -- the content hash of :mod:`reinforce_ada.memory` --
-``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which :meth:`PassRateMemory.seed_from_file` reads to
-seed the cross-step memory.
+:func:`estimate_pass_rates` draws ``k`` samples per prompt with any
+:class:`~reinforce_ada.sampling.protocols.Generator` and scores them with a verifier (failures count as incorrect);
+:func:`select_by_pass_rate` keeps the range. The pass rates are written as JSONL (``prompt_id``, ``key`` -- the
+content hash of :mod:`reinforce_ada.memory` -- ``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which
+:meth:`PassRateMemory.seed_from_file` reads to seed the cross-step memory.
 
 Command line: ``reinforce-ada select-prompts --data prompts.jsonl --model PATH --verifier math -k 16
 --min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``.
@@ -26,7 +26,8 @@ from typing import Sequence
 from reinforce_ada.data.loading import read_utf8_text
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.memory import prompt_key
-from reinforce_ada.sampler import GenerationRequest, Generator, Verifier, generate_with_retries, score, validate_prompts
+from reinforce_ada.sampler import generate_with_retries, score, validate_prompts
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)

@@ -45,12 +45,12 @@ from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.sampler import (
     AdaptiveSampler,
     DynamicSampler,
-    GenerationError,
     _check_backends,
     build_batch,
     score,
     validate_prompts,
 )
+from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -601,9 +601,9 @@ def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig
 
     ``kind``: ``"adaptive"`` (round-based, the paper's loop; also ``"rounds"``), ``"dynamic"`` (DAPO; needs a
     :class:`DynamicSamplingConfig`) or ``"streaming"``. For ``"streaming"``, ``generator`` is either an
-    :class:`AsyncEngine` or a synchronous :class:`~reinforce_ada.sampler.Generator` (e.g. ``HFGenerator``), which is
-    wrapped in :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine` (with ``fill_idle=False`` unless
-    given: its batches cannot be cancelled); ``option_overrides`` are :class:`StreamingOptions` fields.
+    :class:`AsyncEngine` or a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (e.g. ``HFGenerator``),
+    which is wrapped in :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine` (with ``fill_idle=False``
+    unless given: its batches cannot be cancelled); ``option_overrides`` are :class:`StreamingOptions` fields.
     """
     if kind in ("adaptive", "rounds"):
         if options is not None or memory is not None or option_overrides:

@@ -83,7 +83,7 @@ def test_bad_rate_file(capsys, tmp_path):
 
 
 def test_simulated_generator_draws_bernoulli_at_the_pass_rate():
-    from reinforce_ada.sampler import GenerationRequest
+    from reinforce_ada.sampling.protocols import GenerationRequest
     from reinforce_ada.types import Prompt
 
     generator = SimulatedGenerator(seed=3)

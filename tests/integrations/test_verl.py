@@ -23,7 +23,7 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
 from reinforce_ada.config import ConfigError, SamplerConfig  # noqa: E402
 from reinforce_ada.core.advantages import compute_advantages  # noqa: E402
-from reinforce_ada.sampler import GenerationError  # noqa: E402
+from reinforce_ada.sampling.protocols import GenerationError  # noqa: E402
 from reinforce_ada.integrations.verl import (  # noqa: E402
     ReinforceAdaRollout,
     assemble_training_batch,
