@@ -39,7 +39,7 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_simulate(args: argparse.Namespace) -> int:
     from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
+    from reinforce_ada.research.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
 
     if args.prompts <= 0:
         raise UsageError("--prompts must be positive")
@@ -110,7 +110,8 @@ def _run_plot(args: argparse.Namespace) -> int:
 
 
 # Subcommands that live beside the code they drive: module -> its ``add_cli(subparsers)``.
-_COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.select_prompts", "reinforce_ada.simulate_multistep")
+_COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.research.select_prompts",
+                    "reinforce_ada.research.simulate_multistep")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,7 +22,8 @@ prompt. Here each *sample* is its own request to an asynchronous engine, and eac
 
 The allocation/exit/cancel logic lives in :class:`StreamingScheduler`, a synchronous state machine driven by events
 (``want`` -> submit, ``record`` -> cancel). :class:`StreamingSampler` drives it with asyncio against an
-:class:`AsyncEngine`; the latency model (:mod:`reinforce_ada.latency`) drives the very same scheduler in virtual time.
+:class:`AsyncEngine`; the latency model (:mod:`reinforce_ada.research.latency`) drives the very same scheduler in
+virtual time.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from reinforce_ada.cli import main
-from reinforce_ada.simulate import SimulatedGenerator, grpo_signal_closed_form, pass_rates_from
+from reinforce_ada.research.simulate import SimulatedGenerator, grpo_signal_closed_form, pass_rates_from
 
 
 def run_cli(capsys, *args):

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.latency import LatencyModel, TimedGenerator, VirtualEngine, batched_time, run_streaming
+from reinforce_ada.research.latency import LatencyModel, TimedGenerator, VirtualEngine, batched_time, run_streaming
 from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
-from reinforce_ada.simulate_multistep import (
+from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.research.simulate_multistep import (
     DriftingPassRates,
     StrategySpec,
     default_strategies,
@@ -115,7 +115,7 @@ def test_simulate_multistep_cli(tmp_path, capsys):
     import argparse
     import json
 
-    from reinforce_ada.simulate_multistep import add_cli
+    from reinforce_ada.research.simulate_multistep import add_cli
 
     parser = argparse.ArgumentParser()
     add_cli(parser.add_subparsers())

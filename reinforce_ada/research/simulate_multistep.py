@@ -1,13 +1,13 @@
 """Multi-step sampling simulator: drifting pass rates, cross-step memory, and generation time.
 
-Extends :mod:`reinforce_ada.simulate` from one step to a training run. Each prompt ``i`` has a pass rate that moves
-as the model learns -- a logistic learning model:
+Extends :mod:`reinforce_ada.research.simulate` from one step to a training run. Each prompt ``i`` has a pass rate
+that moves as the model learns -- a logistic learning model:
 
     logit p_i(t) = logit p_i(0) + v_i * t,      v_i ~ Normal(drift_mean, drift_std),   t in epochs
 
 so most prompts get easier, some stay put and a few get harder (forgetting). Every epoch visits all prompts in a fresh
 order, ``batch_size`` per step. Rewards are Bernoulli(p_i(t)). Completion lengths and time come from the latency
-model (:mod:`reinforce_ada.latency`).
+model (:mod:`reinforce_ada.research.latency`).
 
 Strategies (all through the library's own code):
 
@@ -39,10 +39,10 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.errors import UsageError
-from reinforce_ada.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
+from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.memory import PassRateMemory, prompt_key
 from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
+from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
@@ -151,9 +151,9 @@ def _prompt(i: int, rate: float) -> Prompt:
 def select_initial(rates: DriftingPassRates, k: int, low: float, high: float, seed: int = 0
                    ) -> tuple[DriftingPassRates, list]:
     """The paper's data step on the simulated prompts: ``k`` samples each under the starting model
-    (:func:`~reinforce_ada.select_prompts.estimate_pass_rates`), keep ``low <= rate <= high``. Returns the kept
+    (:func:`~reinforce_ada.research.select_prompts.estimate_pass_rates`), keep ``low <= rate <= high``. Returns the kept
     prompts' pass-rate model (renumbered) and their estimates (to seed memory)."""
-    from reinforce_ada.select_prompts import estimate_pass_rates, select_by_pass_rate
+    from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate
 
     p0 = rates.at(0.0)
     prompts = [_prompt(i, p0[i]) for i in range(len(p0))]
