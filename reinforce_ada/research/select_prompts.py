@@ -106,10 +106,8 @@ def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """``reinforce-ada select-prompts``."""
-    p = subparsers.add_parser("select-prompts", help="estimate pass rates with k samples and keep a difficulty range",
-                              description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--data", required=True, help="JSONL with prompt/question/problem/messages, answer, optional id")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="a local transformers model directory (HF backend)")
@@ -126,10 +124,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="JSONL of the kept input rows")
     p.add_argument("--pass-rates", default="", help="JSONL of every prompt's pass rate (seeds PassRateMemory)")
-    p.set_defaults(func=_run_cli)
 
 
-def _run_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
     from reinforce_ada.verifiers.registry import get_verifier
 
     if args.num_samples <= 0:

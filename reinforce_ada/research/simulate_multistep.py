@@ -240,12 +240,8 @@ def format_table(results: list[MultistepResult]) -> str:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """``reinforce-ada simulate-multistep``."""
-    p = subparsers.add_parser(
-        "simulate-multistep", help="multi-step simulation: drifting pass rates, streaming, memory, latency",
-        description="Run round-based and streaming samplers for several epochs on prompts whose pass rates drift "
-                    "(logistic learning model), with a generation-latency model.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``reinforce-ada simulate-multistep`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--dist", default="beta:0.4,2", help="initial pass rates: beta:A,B or a file (default: %(default)s)")
     p.add_argument("--prompts", type=int, default=2048, help="number of prompts (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=4, help="epochs over the prompts (default: %(default)s)")
@@ -280,10 +276,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--select-max", type=float, default=15 / 16, help="select-prompts: highest pass rate kept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="", help="also write the results to this JSON file")
-    p.set_defaults(func=_run_cli)
 
 
-def _run_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``reinforce-ada simulate-multistep``: run the strategies, print the table, optionally write JSON."""
     if args.prompts <= 0 or args.epochs <= 0 or args.batch_size <= 0:
         raise UsageError("--prompts, --epochs and --batch-size must be positive")
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,

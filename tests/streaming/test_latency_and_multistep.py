@@ -112,13 +112,11 @@ def test_select_initial_keeps_the_range_and_seeds_memory():
 
 
 def test_simulate_multistep_cli(tmp_path, capsys):
-    import argparse
     import json
 
-    from reinforce_ada.research.simulate_multistep import add_cli
+    from reinforce_ada.cli import build_parser
 
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers())
+    parser = build_parser()
     out = tmp_path / "r.json"
     args = parser.parse_args(["simulate-multistep", "--prompts", "64", "--epochs", "2", "--batch-size", "32",
                               "--concurrency", "32", "--length-median", "30", "--max-tokens", "100",
