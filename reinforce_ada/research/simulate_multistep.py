@@ -39,10 +39,10 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.errors import UsageError
-from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.memory import PassRateMemory, prompt_key
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
+from reinforce_ada.sampler import AdaptiveSampler
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 

@@ -3,7 +3,6 @@ import pytest
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, VirtualEngine, batched_time, run_streaming
-from reinforce_ada.sampler import AdaptiveSampler
 from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
 from reinforce_ada.research.simulate_multistep import (
     DriftingPassRates,
@@ -12,6 +11,7 @@ from reinforce_ada.research.simulate_multistep import (
     run_multistep,
     select_initial,
 )
+from reinforce_ada.sampler import AdaptiveSampler
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
