@@ -28,18 +28,20 @@ import math
 from typing import Callable
 
 from reinforce_ada.core.allocation import ALLOCATION_RULES
-from reinforce_ada.core.exits import EXIT_RULES
+from reinforce_ada.core.exits import EXIT_RULES, EXIT_THRESHOLDS
 
 __all__ = ["THRESHOLD_EXIT_RULES", "exit_needs", "exit_probabilities", "exit_probability", "smallest_request",
            "beta_request"]
 
 THRESHOLD_EXIT_RULES = ("balanced", "positive", "mixed", "once")
-"""Exit rules with a threshold form (``exit_needs``), i.e. the ones Beta allocation supports."""
+"""Exit rules with a threshold form (:data:`~reinforce_ada.core.exits.EXIT_THRESHOLDS`), i.e. the ones Beta
+allocation supports, in the order error messages list them."""
 
 
 def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size: int,
                min_positive: int = 1) -> tuple[int, int]:
-    """How many more positives and negatives the named threshold exit rule still needs (never negative).
+    """How many more positives and negatives the named threshold exit rule still needs (never negative): its
+    threshold form from :mod:`reinforce_ada.core.exits`, clipped at 0.
 
     >>> exit_needs("balanced", 1, 0, 4)
     (1, 2)
@@ -48,17 +50,10 @@ def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size:
     >>> exit_needs("mixed", 3, 0, 4)
     (0, 1)
     """
-    if exit_rule == "balanced":
-        need_pos, need_neg = group_size // 2 - num_positive, group_size - group_size // 2 - num_negative
-    elif exit_rule == "positive":
-        need_pos, need_neg = min_positive - num_positive, 0
-    elif exit_rule == "mixed":
-        need_pos, need_neg = 1 - num_positive, 1 - num_negative
-    elif exit_rule == "once":
-        need_pos, need_neg = 0, 0
-    else:
+    if not isinstance(exit_rule, str) or exit_rule not in EXIT_THRESHOLDS:
         raise ValueError(f"exit rule {exit_rule!r} has no threshold form; beta allocation supports "
                          f"{', '.join(map(repr, THRESHOLD_EXIT_RULES))}")
+    need_pos, need_neg = EXIT_THRESHOLDS.get(exit_rule)(num_positive, num_negative, group_size, min_positive)
     return max(0, need_pos), max(0, need_neg)
 
 
