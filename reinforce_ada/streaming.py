@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -39,7 +38,15 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.core.beta_allocation import THRESHOLD_EXIT_RULES, exit_needs, exit_probability, smallest_request
+from reinforce_ada.core.beta_allocation import (
+    THRESHOLD_EXIT_RULES,
+    exit_needs,
+    exit_probability,
+    other_class_rate,
+    samples_before_give_up,
+    signal_rate,
+    smallest_request,
+)
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.memory import PassRateMemory
@@ -241,42 +248,23 @@ class StreamingScheduler:
                                 round(state.prior[1] + pool.num_negative, 2), need_pos, need_neg, budget, min_more)
 
     def _signal_rate(self, state: _PromptState) -> float:
-        """Best signal-prompts per sample over budgets ``k``: ``P(both classes within k) / E[samples drawn]``, where a
-        prompt stops at the first sample that completes both classes (but draws at least ``group_size``)."""
-        alpha, beta = state.prior
-        n = self.config.group_size
-        all_pos = all_neg = 1.0  # P(the first j samples are all positive / all negative)
-        expected = best = 0.0
-        for j in range(state.budget):
-            # sample j+1 is drawn when j < n or both classes are not yet seen among the first j
-            expected += 1.0 if j < n else all_pos + all_neg
-            all_pos *= (alpha + j) / (alpha + beta + j)
-            all_neg *= (beta + j) / (alpha + beta + j)
-            if j + 1 >= n:
-                best = max(best, (1.0 - all_pos - all_neg) / expected)
-        return best
+        """Best signal-prompts per sample under the prompt's prior
+        (:func:`~reinforce_ada.core.beta_allocation.signal_rate`)."""
+        return signal_rate(state.prior[0], state.prior[1], self.config.group_size, state.budget)
 
     def _other_class_rate(self, state: _PromptState) -> float:
         """Posterior chance that the next sample brings the class a one-class pool lacks (1.0 when it has both)."""
         pool = state.pool
-        alpha, beta = state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative
-        if pool.num_positive and pool.num_negative:
-            return 1.0
-        return alpha / (alpha + beta) if not pool.num_positive else beta / (alpha + beta)
+        return other_class_rate(state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative,
+                                pool.num_positive, pool.num_negative)
 
     def _samples_before_give_up(self, state: _PromptState) -> int:
-        """Samples to request at most so that none is drawn past the give-up point of ``min_signal_rate``: after
-        ``j`` more samples of the class the pool already has (either class, for an empty pool), the chance of the
-        other, ``other / (alpha + beta + j)``, must still be at least the rate."""
-        pool, rate = state.pool, self.options.min_signal_rate
-        if rate <= 0 or (pool.num_positive and pool.num_negative):
-            return state.budget
-        alpha, beta = state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative
-        if not pool.count:
-            other = min(alpha, beta)
-        else:
-            other = alpha if not pool.num_positive else beta
-        return min(state.budget, max(1, int(math.floor(other / rate - alpha - beta)) + 1))
+        """Most samples to request before the give-up point of ``min_signal_rate``
+        (:func:`~reinforce_ada.core.beta_allocation.samples_before_give_up`)."""
+        pool = state.pool
+        return samples_before_give_up(state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative,
+                                      pool.num_positive, pool.num_negative, state.budget,
+                                      self.options.min_signal_rate)
 
     def _chance_of_gain(self, state: _PromptState) -> float:
         """What more samples can still buy: signal for a pool without it, else the exit."""
