@@ -1,6 +1,10 @@
-"""Sampling: the contracts every generation backend and reward function meets, and (still in
-:mod:`reinforce_ada.sampler` and :mod:`reinforce_ada.streaming`) the samplers that drive them.
+"""Sampling: the contracts every generation backend and reward function meets, and the streaming scheduler.
 
-Backends import their request type and errors from :mod:`reinforce_ada.sampling.protocols`, a small module with no
-dependency on the sampling loop. This package's ``__init__`` imports nothing, so importing the protocols stays cheap.
+* :mod:`reinforce_ada.sampling.protocols` -- ``GenerationRequest``, the ``Generator`` and ``Verifier`` protocols and
+  the generation/verifier errors; backends import them from here, never from the sampling loop.
+* :mod:`reinforce_ada.sampling.scheduler` -- ``StreamingScheduler``, the streaming sampler's ``want``/``record``
+  state machine, and ``StreamingOptions``.
+
+The samplers themselves are still :mod:`reinforce_ada.sampler` (round-based, dynamic) and
+:mod:`reinforce_ada.streaming`. This ``__init__`` imports nothing, so importing the protocols stays cheap.
 """
