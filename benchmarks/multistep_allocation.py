@@ -1,6 +1,6 @@
 """Multi-step simulation: samples per signal-prompt of the streaming sampler vs the paper's Ada-balanced.
 
-Runs :mod:`reinforce_ada.simulate_multistep` (drifting pass rates, latency model) on two prompt sets:
+Runs :mod:`reinforce_ada.research.simulate_multistep` (drifting pass rates, latency model) on two prompt sets:
 
 * ``raw``       -- initial pass rates Beta(0.4, 2) (many hopeless prompts, as in ``reinforce-ada simulate``);
 * ``selected``  -- the same prompts after ``select-prompts`` (16 samples, keep 1/16 <= rate <= 15/16, the paper's
@@ -36,9 +36,9 @@ import json
 from pathlib import Path
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.latency import LatencyModel
-from reinforce_ada.simulate import pass_rates_from
-from reinforce_ada.simulate_multistep import (
+from reinforce_ada.research.latency import LatencyModel
+from reinforce_ada.research.simulate import pass_rates_from
+from reinforce_ada.research.simulate_multistep import (
     DriftingPassRates,
     MultistepResult,
     StrategySpec,

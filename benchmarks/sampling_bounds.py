@@ -34,8 +34,8 @@ import argparse
 
 import numpy as np
 
-from reinforce_ada.simulate import pass_rates_from
-from reinforce_ada.simulate_multistep import DriftingPassRates
+from reinforce_ada.research.simulate import pass_rates_from
+from reinforce_ada.research.simulate_multistep import DriftingPassRates
 
 BUDGETS = (32, 48, 64, 96, 128)
 
@@ -214,7 +214,7 @@ def main() -> None:
                                                                       for rule, ratio in per_visit.items()))
         if args.bayes:
             from reinforce_ada.config import SamplerConfig
-            from reinforce_ada.simulate_multistep import StrategySpec, run_multistep
+            from reinforce_ada.research.simulate_multistep import StrategySpec, run_multistep
 
             reference = run_multistep(StrategySpec("ada-balanced", SamplerConfig()), rates, num_epochs=args.epochs,
                                       batch_size=args.batch_size, seed=seed)

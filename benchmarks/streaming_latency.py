@@ -1,10 +1,10 @@
 """Generation time: round-based vs streaming adaptive sampling, against one batched call of the same completions.
 
-Part 1 -- latency model (:mod:`reinforce_ada.latency`: 256 concurrent sequences, 12 ms + 0.05 ms/sequence per decode
-step, log-normal completion lengths with median 600 tokens, capped at 3072). Prompts: Beta(0.4, 2) pass rates after
-``select-prompts`` (16 samples, keep 1/16..15/16), drifting over 2 epochs. For every strategy the time of its steps is
-divided by the time of one batched call per step that generates the same completions (same lengths, no adaptivity,
-no barrier, no cancelled work). Swept: the Beta allocation's target and ``fill_idle``.
+Part 1 -- latency model (:mod:`reinforce_ada.research.latency`: 256 concurrent sequences, 12 ms + 0.05 ms/sequence
+per decode step, log-normal completion lengths with median 600 tokens, capped at 3072). Prompts: Beta(0.4, 2) pass
+rates after ``select-prompts`` (16 samples, keep 1/16..15/16), drifting over 2 epochs. For every strategy the time of
+its steps is divided by the time of one batched call per step that generates the same completions (same lengths, no
+adaptivity, no barrier, no cancelled work). Swept: the Beta allocation's target and ``fill_idle``.
 
 Part 2 -- the real HF backend on the tiny model (CPU): wall time of the round-based sampler vs the streaming sampler
 over ``AsyncHFEngine`` for the same prompts (the HF backend has no token-level continuous batching, so this shows the
@@ -21,9 +21,15 @@ import time
 from pathlib import Path
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.latency import LatencyModel
-from reinforce_ada.simulate import pass_rates_from
-from reinforce_ada.simulate_multistep import DriftingPassRates, StrategySpec, format_table, run_multistep, select_initial
+from reinforce_ada.research.latency import LatencyModel
+from reinforce_ada.research.simulate import pass_rates_from
+from reinforce_ada.research.simulate_multistep import (
+    DriftingPassRates,
+    StrategySpec,
+    format_table,
+    run_multistep,
+    select_initial,
+)
 from reinforce_ada.streaming import StreamingOptions
 
 TARGETS = [0.1, 0.2, 0.3, 0.5, 0.7]
@@ -52,7 +58,8 @@ def hf_part(args):
     from reinforce_ada.generation.async_hf import AsyncHFEngine
     from reinforce_ada.generation.hf import HFGenerator
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-    from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest
+    from reinforce_ada.sampler import AdaptiveSampler
+    from reinforce_ada.sampling.protocols import GenerationRequest
     from reinforce_ada.streaming import StreamingSampler
     from reinforce_ada.types import Prompt
 

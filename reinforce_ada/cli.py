@@ -4,24 +4,27 @@ Errors: an option no subcommand has is refused (no prefix matching: ``--learning
 A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
 (``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
 ``error: <message>`` and the command exits with status 2; any other exception is a bug and keeps its traceback.
+
+Every subcommand is one row of :data:`SUBCOMMANDS`, here and nowhere else: its name, help texts, and the
+``add_arguments(parser)`` and ``run(args)`` functions that live beside the code they drive (train, simulate and plot
+keep theirs in this file).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 from reinforce_ada.errors import UsageError, UserError
 
 
-def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("simulate", help="compare sampling strategies on simulated prompts",
-                              description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers "
-                                          "on prompts with hidden pass rates and Bernoulli rewards.")
+def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dist", default="beta:0.4,2",
                    help="pass-rate distribution: beta:A,B, or a file with one pass rate per line (default: %(default)s)")
     p.add_argument("--prompts", type=int, default=20000, help="number of simulated prompts (default: %(default)s)")
@@ -34,12 +37,11 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", default="simulate.png", help="PNG to write (default: %(default)s; '' for none)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.set_defaults(func=_run_simulate)
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
     from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
+    from reinforce_ada.research.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
 
     if args.prompts <= 0:
         raise UsageError("--prompts must be positive")
@@ -64,16 +66,11 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_train(subparsers: argparse._SubParsersAction) -> None:
+def _train_arguments(p: argparse.ArgumentParser) -> None:
     from reinforce_ada.config import TrainConfig, add_config_arguments
 
-    p = subparsers.add_parser(
-        "train", help="train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
-        description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config YAML, "
-                    "then the options below. With no arguments: a tiny char-level model on 2-digit addition, on CPU.")
     p.add_argument("--config", help="YAML file of TrainConfig fields")
     add_config_arguments(p, TrainConfig)
-    p.set_defaults(func=_run_train)
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -93,13 +90,9 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_plot(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("plot", help="overlay the metrics of one or more runs",
-                              description="Reward and accuracy vs step and vs samples, zero-variance fraction, "
-                                          "samples per prompt by round.")
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", help="run folders (each with metrics.jsonl)")
     p.add_argument("--out", default=".", help="folder for training.png (default: %(default)s)")
-    p.set_defaults(func=_run_plot)
 
 
 def _run_plot(args: argparse.Namespace) -> int:
@@ -109,8 +102,58 @@ def _run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-# Subcommands that live beside the code they drive: module -> its ``add_cli(subparsers)``.
-_COMMAND_MODULES = ("reinforce_ada.evaluation", "reinforce_ada.select_prompts", "reinforce_ada.simulate_multistep")
+# -- the subcommands, in the order ``--help`` lists them -----------------------------------------------------------
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``reinforce-ada NAME``: its help texts and where its options and its action live.
+
+    ``arguments(parser)`` adds the options, ``run(args)`` does the work and returns the exit status; each is a
+    function or a ``"module:function"`` string, imported when the parser is built (not when this file is).
+    ``doc_description``: the description is the second paragraph of ``run``'s module docstring, shown as written.
+    """
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None] | str
+    run: Callable[[argparse.Namespace], int] | str
+    description: str = ""
+    doc_description: bool = False
+
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
+               _train_arguments, _run_train,
+               description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
+                           "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
+                           "addition, on CPU."),
+    Subcommand("simulate", "compare sampling strategies on simulated prompts",
+               _simulate_arguments, _run_simulate,
+               description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers on prompts with "
+                           "hidden pass rates and Bernoulli rewards."),
+    Subcommand("plot", "overlay the metrics of one or more runs",
+               _plot_arguments, _run_plot,
+               description="Reward and accuracy vs step and vs samples, zero-variance fraction, samples per prompt "
+                           "by round."),
+    Subcommand("eval", "Ave@k / pass@k of a checkpoint on one or more data sources",
+               "reinforce_ada.evaluation:add_arguments", "reinforce_ada.evaluation:run",
+               description="Sample k completions per prompt from a safetensors checkpoint, score them and print "
+                           "Ave@k, pass@1 and pass@k per data source."),
+    Subcommand("select-prompts", "estimate pass rates with k samples and keep a difficulty range",
+               "reinforce_ada.research.select_prompts:add_arguments", "reinforce_ada.research.select_prompts:run",
+               doc_description=True),
+    Subcommand("simulate-multistep", "multi-step simulation: drifting pass rates, streaming, memory, latency",
+               "reinforce_ada.research.simulate_multistep:add_arguments",
+               "reinforce_ada.research.simulate_multistep:run",
+               description="Run round-based and streaming samplers for several epochs on prompts whose pass rates "
+                           "drift (logistic learning model), with a generation-latency model."),
+)
+
+
+def _resolve(target: Callable | str) -> Callable:
+    if callable(target):
+        return target
+    module_name, _, function = target.partition(":")
+    return getattr(importlib.import_module(module_name), function)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,22 +165,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import importlib
-
     parser = _Parser(prog="reinforce-ada", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    _add_train(subparsers)
-    _add_simulate(subparsers)
-    _add_plot(subparsers)
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-            continue
-        module.add_cli(subparsers)
+    for command in SUBCOMMANDS:
+        run = _resolve(command.run)
+        if command.doc_description:
+            p = subparsers.add_parser(command.name, help=command.help,
+                                      description=sys.modules[run.__module__].__doc__.split("\n\n")[1],
+                                      formatter_class=argparse.RawTextHelpFormatter)
+        else:
+            p = subparsers.add_parser(command.name, help=command.help, description=command.description)
+        _resolve(command.arguments)(p)
+        p.set_defaults(func=run)
     return parser
 
 

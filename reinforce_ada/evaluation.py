@@ -13,9 +13,9 @@ A failed verification (``None``) counts as incorrect and is counted in ``num_ver
 averages each metric over datasets weighted by their number of prompts. ``evaluate`` can write every generation to a
 jsonl file (dataset, prompt id, prompt, reference answer, completion text, reward, correct, finish reason).
 
-The ``reinforce-ada eval`` subcommand (:func:`add_cli`) loads a safetensors checkpoint, builds the data sources
-(``task:NAME`` for a built-in task's test split, anything else through ``reinforce_ada.data.load_prompts``) and prints
-a table or JSON.
+The ``reinforce-ada eval`` subcommand (:func:`add_arguments`, :func:`run`) loads a safetensors checkpoint, builds the
+data sources (``task:NAME`` for a built-in task's test split, anything else through
+``reinforce_ada.data.load_prompts``) and prints a table or JSON.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reinforce_ada.errors import DataError, UsageError
-from reinforce_ada.sampler import GenerationError, GenerationRequest, Generator, Verifier, score, validate_prompts
+from reinforce_ada.sampler import score, validate_prompts
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_cli", "evaluate", "format_results", "pass_at_k"]
+__all__ = ["add_arguments", "evaluate", "format_results", "pass_at_k", "run"]
 
 METRICS = ("ave@k", "pass@1", "pass@k")
 
@@ -167,11 +168,8 @@ def format_results(results: Mapping[str, Any]) -> str:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``reinforce-ada eval``."""
-    p = subparsers.add_parser("eval", help="Ave@k / pass@k of a checkpoint on one or more data sources",
-                              description="Sample k completions per prompt from a safetensors checkpoint, score them "
-                                          "and print Ave@k, pass@1 and pass@k per data source.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``reinforce-ada eval`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--model", required=True, help="checkpoint directory (config, safetensors weights, tokenizer)")
     p.add_argument("--data", required=True, action="append", metavar="SOURCE",
                    help="a data source for reinforce_ada.data.load_prompts, or task:NAME for a built-in task's test "
@@ -195,10 +193,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-chat-template", action="store_true", help="send string prompts without the chat template")
     p.add_argument("--out", default=None, help="write every generation to this jsonl file")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    p.set_defaults(func=run_cli)
 
 
-def run_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``reinforce-ada eval``: evaluate a checkpoint as :func:`add_arguments` describes."""
     if args.k < 1:
         raise UsageError(f"--k must be positive, got {args.k}")
     if args.limit is not None and args.limit < 1:

@@ -155,7 +155,8 @@ def scored_accuracy(generator: Any, verifier: WatchedVerifier, prompts: Sequence
                     where: str) -> float:
     """Held-out sampled accuracy (the share of ``eval_samples`` samples per prompt that are positive); stops the run
     rather than report a made-up accuracy when the verifier could not score enough of them."""
-    from reinforce_ada.sampler import GenerationRequest, score
+    from reinforce_ada.sampler import score
+    from reinforce_ada.sampling.protocols import GenerationRequest
 
     verifier.start_window()
     outputs = generator.generate([GenerationRequest(p, config.eval_samples) for p in prompts])

@@ -21,8 +21,7 @@ import itertools
 import logging
 import math
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -33,56 +32,17 @@ from reinforce_ada.core.budget_allocation import PoolState
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampling.protocols import (  # noqa: F401 -- re-exported: older code imports them from here
+    GenerationError,
+    GenerationRequest,
+    Generator,
+    PartialGenerationError,
+    Verifier,
+    VerifierError,
+)
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class GenerationRequest:
-    """Ask the generator for ``num_samples`` completions of ``prompt``."""
-
-    prompt: Prompt
-    num_samples: int
-
-
-@runtime_checkable
-class Generator(Protocol):
-    """A generation backend: one list of completions per request, in request order.
-
-    Raising means the whole call failed. A backend whose samples fail one by one (an HTTP request per sample)
-    raises :class:`PartialGenerationError` with the completions it did make; the sampler keeps them and asks again
-    for the failed samples only.
-    """
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]: ...
-
-
-class Verifier(Protocol):
-    """A reward function: ``prompts[i]`` is the prompt of ``completions[i]``; ``None`` means "could not score"."""
-
-    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> Sequence[float | None]: ...
-
-
-class GenerationError(RuntimeError):
-    """The generator failed (after retries) or returned something malformed."""
-
-
-class PartialGenerationError(GenerationError):
-    """Some samples of a ``generate`` call failed for good, the others were made.
-
-    ``outputs[i]`` holds the completions made for request ``i`` and ``num_failed[i]`` how many of its samples
-    failed (``len(outputs[i]) + num_failed[i]`` is what it asked for).
-    """
-
-    def __init__(self, message: str, outputs: list[list[Completion]], num_failed: list[int]):
-        super().__init__(message)
-        self.outputs = outputs
-        self.num_failed = num_failed
-
-
-class VerifierError(ValueError):
-    """The verifier returned something unusable (wrong length, NaN or infinite reward)."""
 
 
 def validate_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:

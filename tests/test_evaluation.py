@@ -173,12 +173,9 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def run_eval(argv):
-    import argparse
+    from reinforce_ada.cli import build_parser
 
-    from reinforce_ada.evaluation import add_cli
-
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="command", required=True))
+    parser = build_parser()
     args = parser.parse_args(["eval", *argv])
     return args.func(args)
 

@@ -28,18 +28,20 @@ import math
 from typing import Callable
 
 from reinforce_ada.core.allocation import ALLOCATION_RULES
-from reinforce_ada.core.exits import EXIT_RULES
+from reinforce_ada.core.exits import EXIT_RULES, EXIT_THRESHOLDS
 
 __all__ = ["THRESHOLD_EXIT_RULES", "exit_needs", "exit_probabilities", "exit_probability", "smallest_request",
-           "beta_request"]
+           "beta_request", "other_class_rate", "samples_before_give_up", "signal_rate"]
 
 THRESHOLD_EXIT_RULES = ("balanced", "positive", "mixed", "once")
-"""Exit rules with a threshold form (``exit_needs``), i.e. the ones Beta allocation supports."""
+"""Exit rules with a threshold form (:data:`~reinforce_ada.core.exits.EXIT_THRESHOLDS`), i.e. the ones Beta
+allocation supports, in the order error messages list them."""
 
 
 def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size: int,
                min_positive: int = 1) -> tuple[int, int]:
-    """How many more positives and negatives the named threshold exit rule still needs (never negative).
+    """How many more positives and negatives the named threshold exit rule still needs (never negative): its
+    threshold form from :mod:`reinforce_ada.core.exits`, clipped at 0.
 
     >>> exit_needs("balanced", 1, 0, 4)
     (1, 2)
@@ -48,17 +50,10 @@ def exit_needs(exit_rule: str, num_positive: int, num_negative: int, group_size:
     >>> exit_needs("mixed", 3, 0, 4)
     (0, 1)
     """
-    if exit_rule == "balanced":
-        need_pos, need_neg = group_size // 2 - num_positive, group_size - group_size // 2 - num_negative
-    elif exit_rule == "positive":
-        need_pos, need_neg = min_positive - num_positive, 0
-    elif exit_rule == "mixed":
-        need_pos, need_neg = 1 - num_positive, 1 - num_negative
-    elif exit_rule == "once":
-        need_pos, need_neg = 0, 0
-    else:
+    if not isinstance(exit_rule, str) or exit_rule not in EXIT_THRESHOLDS:
         raise ValueError(f"exit rule {exit_rule!r} has no threshold form; beta allocation supports "
                          f"{', '.join(map(repr, THRESHOLD_EXIT_RULES))}")
+    need_pos, need_neg = EXIT_THRESHOLDS.get(exit_rule)(num_positive, num_negative, group_size, min_positive)
     return max(0, need_pos), max(0, need_neg)
 
 
@@ -148,6 +143,58 @@ def beta_request(num_drawn: int, num_positive: int, num_negative: int, max_sampl
     count = num_positive + num_negative
     return smallest_request(alpha, beta, need_pos, need_neg, max_samples - num_drawn, target,
                             min_more=group_size - count)
+
+
+# -- the price of signal (streaming's ``min_signal_rate``) ----------------------------------------------------------
+def signal_rate(alpha: float, beta: float, group_size: int, budget: int) -> float:
+    """Best signal-prompts per sample over budgets ``k <= budget`` for a prompt with pass-rate prior
+    ``Beta(alpha, beta)``: ``P(both classes within k) / E[samples drawn]``, where the prompt stops at the first sample
+    that completes both classes but draws at least ``group_size``.
+
+    >>> round(signal_rate(1.0, 1.0, 2, 2), 4)   # uniform p, two samples: P(one of each) = 1/3, 2 drawn -> 1/6
+    0.1667
+    """
+    all_pos = all_neg = 1.0  # P(the first j samples are all positive / all negative)
+    expected = best = 0.0
+    for j in range(budget):
+        # sample j+1 is drawn when j < n or both classes are not yet seen among the first j
+        expected += 1.0 if j < group_size else all_pos + all_neg
+        all_pos *= (alpha + j) / (alpha + beta + j)
+        all_neg *= (beta + j) / (alpha + beta + j)
+        if j + 1 >= group_size:
+            best = max(best, (1.0 - all_pos - all_neg) / expected)
+    return best
+
+
+def other_class_rate(alpha: float, beta: float, num_positive: int, num_negative: int) -> float:
+    """Posterior chance (``Beta(alpha, beta)``, counts included) that the next sample brings the class a one-class
+    pool lacks; 1.0 when the pool has both.
+
+    >>> other_class_rate(1.0, 4.0, 0, 3)   # three negatives on a uniform prior: P(positive) = 1 / 5
+    0.2
+    """
+    if num_positive and num_negative:
+        return 1.0
+    return alpha / (alpha + beta) if not num_positive else beta / (alpha + beta)
+
+
+def samples_before_give_up(alpha: float, beta: float, num_positive: int, num_negative: int, budget: int,
+                           min_signal_rate: float) -> int:
+    """Samples to request at most so that none is drawn past the give-up point of ``min_signal_rate``: after ``j``
+    more samples of the class the pool already has (either class, for an empty pool), the chance of the other,
+    ``other / (alpha + beta + j)``, must still be at least the rate. ``alpha``, ``beta``: the posterior, counts
+    included; at most ``budget``, at least 1.
+
+    >>> samples_before_give_up(0.4, 2.0, 0, 0, 128, 0.01)   # 0.4 / (2.4 + j) >= 0.01 up to j = 37
+    38
+    """
+    if min_signal_rate <= 0 or (num_positive and num_negative):
+        return budget
+    if not num_positive + num_negative:
+        other = min(alpha, beta)
+    else:
+        other = alpha if not num_positive else beta
+    return min(budget, max(1, int(math.floor(other / min_signal_rate - alpha - beta)) + 1))
 
 
 def _registered(exit_rule: str) -> Callable[[int, int, int, int, int, int], int]:

@@ -14,6 +14,12 @@ A completion is *positive* when ``reward > positive_threshold`` (see :class:`rei
 
 Every rule has the signature ``rule(num_positive, num_negative, group_size) -> bool``; user callables with that
 signature can be passed wherever a rule name is accepted.
+
+Each built-in rule is also registered, right below its predicate, in its *threshold form*
+``needs(num_positive, num_negative, group_size, min_positive) -> (need_pos, need_neg)``: how many more positives and
+negatives it waits for (zero or less: met). The rule holds exactly when both are ``<= 0``; the Beta-posterior and
+budget allocations (:mod:`reinforce_ada.core.beta_allocation`) plan with this form. ``tests/core/test_exit_forms.py``
+checks that the two forms of every rule agree.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from typing import Callable
 from reinforce_ada.core.registry import Registry
 
 ExitRule = Callable[[int, int, int], bool]
+ExitNeeds = Callable[[int, int, int, int], tuple[int, int]]
 
 EXIT_RULES: Registry[ExitRule] = Registry("exit rule")
+EXIT_THRESHOLDS: Registry[ExitNeeds] = Registry("exit rule threshold form")
+"""Name -> ``needs(num_positive, num_negative, group_size, min_positive) -> (need_pos, need_neg)`` (unclipped)."""
 
 
 @EXIT_RULES.register("positive")
@@ -39,10 +48,20 @@ def positive(num_positive: int, num_negative: int, group_size: int, min_positive
     return num_positive >= min_positive
 
 
+@EXIT_THRESHOLDS.register("positive")
+def positive_needs(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> tuple[int, int]:
+    return min_positive - num_positive, 0
+
+
 @EXIT_RULES.register("balanced")
 def balanced(num_positive: int, num_negative: int, group_size: int) -> bool:
     """Exit once a group of ``group_size`` with ``n // 2`` positives and ``n - n // 2`` negatives can be drawn."""
     return num_positive >= group_size // 2 and num_negative >= group_size - group_size // 2
+
+
+@EXIT_THRESHOLDS.register("balanced")
+def balanced_needs(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> tuple[int, int]:
+    return group_size // 2 - num_positive, group_size - group_size // 2 - num_negative
 
 
 @EXIT_RULES.register("mixed")
@@ -51,10 +70,20 @@ def mixed(num_positive: int, num_negative: int, group_size: int) -> bool:
     return num_positive >= 1 and num_negative >= 1
 
 
+@EXIT_THRESHOLDS.register("mixed")
+def mixed_needs(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> tuple[int, int]:
+    return 1 - num_positive, 1 - num_negative
+
+
 @EXIT_RULES.register("once")
 def once(num_positive: int, num_negative: int, group_size: int) -> bool:
     """GRPO: every prompt exits after its first round."""
     return True
+
+
+@EXIT_THRESHOLDS.register("once")
+def once_needs(num_positive: int, num_negative: int, group_size: int, min_positive: int = 1) -> tuple[int, int]:
+    return 0, 0
 
 
 def get_exit_rule(name_or_fn: str | ExitRule, *, min_positive: int = 1) -> ExitRule:

@@ -1,9 +1,9 @@
 """Generation backends behind one protocol, chosen by name: ``get_generator("hf" | "vllm", model, tokenizer, ...)``.
 
-Each backend is one class implementing :class:`~reinforce_ada.sampler.Generator` (``generate(requests)`` -> one list
-of :class:`~reinforce_ada.types.Completion` per request, in order) plus ``load_weights(model)``, which makes the
-backend sample from the trainer's current weights. Prompts are encoded by :func:`encode_prompt` everywhere, so the
-trainer rebuilds exactly the prompt ids a completion was sampled from.
+Each backend is one class implementing :class:`~reinforce_ada.sampling.protocols.Generator` (``generate(requests)``
+-> one list of :class:`~reinforce_ada.types.Completion` per request, in order) plus ``load_weights(model)``, which
+makes the backend sample from the trainer's current weights. Prompts are encoded by :func:`encode_prompt` everywhere,
+so the trainer rebuilds exactly the prompt ids a completion was sampled from.
 
 =========  ==========================================  ======================================================
 name       class                                       when

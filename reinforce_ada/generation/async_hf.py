@@ -1,9 +1,9 @@
 """A synchronous generator (``HFGenerator``, the simulator's generator, ...) behind the asynchronous engine interface.
 
 Single-sample requests are queued; one worker takes everything queued (up to ``max_batch_size`` samples), groups it
-by prompt into :class:`~reinforce_ada.sampler.GenerationRequest` s and runs the generator's ``generate`` in a worker
-thread, then resolves each request with one completion. While a batch runs, new requests queue up and form the next
-batch (continuous batching at batch, not token, granularity).
+by prompt into :class:`~reinforce_ada.sampling.protocols.GenerationRequest` s and runs the generator's ``generate``
+in a worker thread, then resolves each request with one completion. While a batch runs, new requests queue up and
+form the next batch (continuous batching at batch, not token, granularity).
 
 Cancellation: a request cancelled while queued is removed before it reaches the generator, so its samples are never
 generated; a batch already running on a synchronous backend cannot be interrupted and runs to the end (its results
@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-from reinforce_ada.sampler import GenerationError, GenerationRequest, Generator
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class _Pending:
 
 
 class AsyncGeneratorEngine:
-    """Wrap a synchronous :class:`~reinforce_ada.sampler.Generator` as an
+    """Wrap a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` as an
     :class:`~reinforce_ada.streaming.AsyncEngine`."""
 
     def __init__(self, generator: Generator, max_batch_size: int = 64, use_thread: bool = True):

@@ -26,7 +26,7 @@ import logging
 from typing import Any, Sequence
 
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
-from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 class HFGenerator:
-    """:class:`~reinforce_ada.sampler.Generator` backed by ``model.generate`` (CPU or GPU, the model's device).
+    """:class:`~reinforce_ada.sampling.protocols.Generator` backed by ``model.generate`` (CPU or GPU: the model's).
 
     Args:
         model: a ``transformers`` causal LM (``PreTrainedModel``).

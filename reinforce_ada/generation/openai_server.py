@@ -15,10 +15,10 @@ bodies. Other 4xx answers (a bad request will not get better) fail at once. Ever
 (``X-Request-Id``), identical across its retries, and produces exactly one :class:`Completion` -- or raises, so a
 prompt is never lost silently nor counted twice.
 
-The same object also implements the synchronous :class:`~reinforce_ada.sampler.Generator` protocol, so the
-round-based sampler can use a server too. There a sample that still fails after its retries does not fail the
-call: ``generate`` raises :class:`~reinforce_ada.sampler.PartialGenerationError` carrying the completions that were
-made, and the sampler keeps them, asks again for the failed samples only and counts those it never gets
+The same object also implements the synchronous :class:`~reinforce_ada.sampling.protocols.Generator` protocol, so the
+round-based sampler can use a server too. There a sample that still fails after its retries does not fail the call:
+``generate`` raises :class:`~reinforce_ada.sampling.protocols.PartialGenerationError` carrying the completions that
+were made, and the sampler keeps them, asks again for the failed samples only and counts those it never gets
 (``num_failed_samples``). When every sample fails, the first failure is raised. Every request has finished before
 ``generate`` returns or raises, so none is left running when its event loop closes.
 
@@ -33,7 +33,7 @@ import random
 import uuid
 from typing import Any, Sequence
 
-from reinforce_ada.sampler import GenerationError, GenerationRequest, PartialGenerationError
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, PartialGenerationError
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
-from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def _load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]]) -> int:
 
 
 class VLLMGenerator:
-    """:class:`~reinforce_ada.sampler.Generator` backed by an offline ``vllm.LLM`` engine.
+    """:class:`~reinforce_ada.sampling.protocols.Generator` backed by an offline ``vllm.LLM`` engine.
 
     Args:
         model: the trainer's HF model (its ``name_or_path`` is loaded by the engine and its parameters are pushed by

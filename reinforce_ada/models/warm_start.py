@@ -63,7 +63,8 @@ class WarmStartSettings:
 def sampled_accuracy(generator: Any, verifier: Any, prompts: Sequence[Prompt], samples: int = 1,
                      positive_threshold: float = 0.5) -> float:
     """Fraction of sampled completions whose reward exceeds ``positive_threshold``."""
-    from reinforce_ada.sampler import GenerationRequest, score
+    from reinforce_ada.sampler import score
+    from reinforce_ada.sampling.protocols import GenerationRequest
 
     outputs = generator.generate([GenerationRequest(p, samples) for p in prompts])
     flat_prompts = [p for p, comps in zip(prompts, outputs) for _ in comps]

@@ -18,8 +18,9 @@ import re
 from typing import Sequence
 
 from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.base import AnswerVerifier
 from reinforce_ada.verifiers.extract import EXTRACTORS, cut_at_stop, extract, normalize_answer
-from reinforce_ada.verifiers.registry import AnswerVerifier, register_verifier
+from reinforce_ada.verifiers.registry import register_verifier
 
 _INTEGER = re.compile(r"[+-]?\d{1,100}")
 

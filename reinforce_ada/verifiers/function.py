@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from reinforce_ada.errors import ConfigError
 from reinforce_ada.types import Completion, Prompt
-from reinforce_ada.verifiers.registry import check_lengths
+from reinforce_ada.verifiers.base import check_lengths
 
 
 def import_function(path: str) -> Callable:

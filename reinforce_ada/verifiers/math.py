@@ -32,9 +32,10 @@ import re
 from typing import Any, Sequence
 
 from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.base import check_lengths
 from reinforce_ada.verifiers.extract import extract_boxed, normalize_answer
 from reinforce_ada.verifiers.pool import WorkerPool
-from reinforce_ada.verifiers.registry import check_lengths, register_verifier
+from reinforce_ada.verifiers.registry import register_verifier
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ import importlib.util
 from typing import Any, Callable
 
 from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.base import AnswerVerifier
 from reinforce_ada.verifiers.extract import EXTRACTORS, extract
-from reinforce_ada.verifiers.registry import AnswerVerifier, register_verifier
+from reinforce_ada.verifiers.registry import register_verifier
 
 METADATA_KEY = "reasoning_gym"
 

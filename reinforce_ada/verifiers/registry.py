@@ -13,10 +13,12 @@ Every built-in verifier carries a ``stats`` dict of running counters (``completi
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from reinforce_ada.core.registry import Registry
 from reinforce_ada.errors import ConfigError
+from reinforce_ada.verifiers.base import AnswerVerifier, check_lengths  # noqa: F401 -- re-exported for older imports
+from reinforce_ada.verifiers.function import RewardFunctionVerifier, import_function
 
 VerifierFactory = Callable[..., Any]
 
@@ -43,8 +45,6 @@ def get_verifier(name: str | Callable, **options: Any):
     if name in VERIFIERS:
         return VERIFIERS.get(name)(**options)
     if ":" in name:
-        from reinforce_ada.verifiers.function import RewardFunctionVerifier, import_function
-
         return RewardFunctionVerifier(import_function(name), **options)
     raise ConfigError(f"unknown verifier {name!r}; registered: {', '.join(VERIFIERS.names())}, "
                      f"or 'package.module:function' for a TRL-style reward function")
@@ -59,53 +59,3 @@ def verifier_stats(verifier: Any) -> dict[str, int]:
     """A copy of ``verifier.stats`` (running counters), or ``{}`` for a verifier without them."""
     stats = getattr(verifier, "stats", None)
     return dict(stats) if isinstance(stats, dict) else {}
-
-
-def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
-    """Every verifier's first check: one prompt per completion."""
-    if len(prompts) != len(completions):
-        raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
-                         f"completion")
-
-
-class AnswerVerifier:
-    """The loop shared by verifiers that compare one extracted answer with one reference per completion.
-
-    Subclasses define :meth:`reference` (``None``: this prompt cannot be scored -> reward ``None``), :meth:`answer`
-    (``None``: no answer found -> reward 0) and :meth:`compare`. ``stats`` counts completions, missing answers and
-    references, and comparisons that raised (scored 0).
-    """
-
-    def __init__(self) -> None:
-        self.stats: dict[str, int] = dict.fromkeys(("completions", "no_answer", "no_reference", "failures"), 0)
-
-    def reference(self, prompt: Any) -> Any:
-        raise NotImplementedError
-
-    def answer(self, completion: Any) -> Any:
-        raise NotImplementedError
-
-    def compare(self, answer: Any, reference: Any) -> float:
-        raise NotImplementedError
-
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
-        check_lengths(prompts, completions)
-        rewards: list[float | None] = []
-        for prompt, completion in zip(prompts, completions):
-            self.stats["completions"] += 1
-            reference = self.reference(prompt)
-            if reference is None:
-                self.stats["no_reference"] += 1
-                rewards.append(None)
-                continue
-            answer = self.answer(completion)
-            if answer is None:
-                self.stats["no_answer"] += 1
-                rewards.append(0.0)
-                continue
-            try:
-                rewards.append(float(self.compare(answer, reference)))
-            except Exception:  # noqa: BLE001 -- a comparison that breaks on odd output is a failed check, not a crash
-                self.stats["failures"] += 1
-                rewards.append(0.0)
-        return rewards

@@ -25,8 +25,9 @@ import functools
 import pickle
 from typing import Any, Sequence
 
+from reinforce_ada.verifiers.base import check_lengths
 from reinforce_ada.verifiers.pool import WorkerPool
-from reinforce_ada.verifiers.registry import check_lengths, verifier_stats
+from reinforce_ada.verifiers.registry import verifier_stats
 
 
 class VerifierCallError(RuntimeError):

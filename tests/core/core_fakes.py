@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 
 NONE = "NONE"

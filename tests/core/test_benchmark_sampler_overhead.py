@@ -38,7 +38,7 @@ def test_precomputed_generator_hands_out_each_completion_once():
     generator = bench.PrecomputedGenerator()
     prompts = [Prompt(0, "", metadata={"pass_rate": 0.5})]
     generator.restock(prompts, 12, np.random.default_rng(0))
-    from reinforce_ada.sampler import GenerationRequest
+    from reinforce_ada.sampling.protocols import GenerationRequest
 
     first = generator.generate([GenerationRequest(prompts[0], 8)])[0]
     second = generator.generate([GenerationRequest(prompts[0], 4)])[0]

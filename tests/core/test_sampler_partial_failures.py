@@ -8,7 +8,8 @@ import pytest
 
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler, GenerationError, PartialGenerationError
+from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.protocols import GenerationError, PartialGenerationError
 
 
 class DropsSamples(ScriptedGenerator):

@@ -1,4 +1,4 @@
-from reinforce_ada.simulate import pass_rates_from, simulate
+from reinforce_ada.research.simulate import pass_rates_from, simulate
 
 
 def test_simulator_runs_every_strategy():

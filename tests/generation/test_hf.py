@@ -5,7 +5,7 @@ import torch
 
 from reinforce_ada.generation import HFGenerator, encode_prompt
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.sampler import GenerationRequest, Generator
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator
 from reinforce_ada.types import Prompt
 
 EOS = 1

@@ -10,7 +10,7 @@ import torch
 
 from reinforce_ada.generation import VLLMGenerator, encode_prompt, get_generator
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.sampler import GenerationRequest, Generator
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator
 from reinforce_ada.types import Prompt
 
 

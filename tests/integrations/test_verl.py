@@ -23,7 +23,6 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
 from reinforce_ada.config import ConfigError, SamplerConfig  # noqa: E402
 from reinforce_ada.core.advantages import compute_advantages  # noqa: E402
-from reinforce_ada.sampler import GenerationError  # noqa: E402
 from reinforce_ada.integrations.verl import (  # noqa: E402
     ReinforceAdaRollout,
     assemble_training_batch,
@@ -33,6 +32,7 @@ from reinforce_ada.integrations.verl import (  # noqa: E402
     prompts_from_dataproto,
 )
 from reinforce_ada.integrations.verl.convert import PAD_KEY, POOL_STATS_KEY  # noqa: E402
+from reinforce_ada.sampling.protocols import GenerationError  # noqa: E402
 
 PROMPT_LEN, RESPONSE_LEN = 3, 6
 

@@ -11,8 +11,8 @@ from reinforce_ada.generation.async_hf import AsyncGeneratorEngine, AsyncHFEngin
 from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
 from reinforce_ada.memory import PassRateMemory, prompt_key
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-from reinforce_ada.select_prompts import estimate_pass_rates, select_by_pass_rate, write_pass_rates
-from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate, write_pass_rates
+from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
 from reinforce_ada.streaming import StreamingOptions, StreamingSampler, make_sampler
 from reinforce_ada.types import Completion, Prompt
 
@@ -130,15 +130,12 @@ def test_select_prompts_estimates_and_seeds_memory(tmp_path):
 
 
 def test_select_prompts_cli_on_the_tiny_model(tmp_path):
-    import argparse
-
-    from reinforce_ada.select_prompts import add_cli
+    from reinforce_ada.cli import build_parser
 
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"id": i, "prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n"
                             for i in range(3)))
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers())
+    parser = build_parser()
     out, rates = tmp_path / "kept.jsonl", tmp_path / "rates.jsonl"
     args = parser.parse_args(["select-prompts", "--data", str(data), "--tiny", "--verifier", "exact", "-k", "4",
                               "--min", "0", "--max", "1", "--max-new-tokens", "3", "--out", str(out),

@@ -8,7 +8,8 @@ pytest.importorskip("httpx")
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, ServerRequestError
-from reinforce_ada.sampler import AdaptiveSampler, GenerationError, GenerationRequest
+from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest
 from reinforce_ada.streaming import StreamingOptions, StreamingSampler
 from reinforce_ada.types import Prompt
 

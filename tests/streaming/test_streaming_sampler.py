@@ -6,8 +6,9 @@ import pytest
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.exits import balanced
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, GenerationError
-from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler, make_sampler
 from reinforce_ada.types import Prompt
 

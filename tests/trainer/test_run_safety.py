@@ -77,7 +77,7 @@ def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero
 
 
 def test_comparisons_that_fail_inside_the_verifier_count_as_failures(tmp_path):
-    from reinforce_ada.verifiers.registry import AnswerVerifier
+    from reinforce_ada.verifiers.base import AnswerVerifier
 
     class BrokenCompare(AnswerVerifier):  # scores 0 and counts stats["failures"] when compare raises, like math
         def reference(self, prompt):

@@ -1,4 +1,4 @@
-"""A :class:`~reinforce_ada.sampler.Generator` that generates with a ``GRPOTrainer``'s own machinery.
+"""A :class:`~reinforce_ada.sampling.protocols.Generator` that generates with a ``GRPOTrainer``'s own machinery.
 
 Every round the sampler asks for ``num_samples`` completions of each still-active prompt. This adapter expands the
 requests into one row per completion (the prompt's token ids repeated) and hands the rows to
@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from reinforce_ada.sampler import GenerationRequest
+from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion
 
 logger = logging.getLogger(__name__)

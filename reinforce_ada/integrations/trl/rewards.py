@@ -1,4 +1,4 @@
-"""A :class:`~reinforce_ada.sampler.Verifier` over a ``GRPOTrainer``'s reward functions.
+"""A :class:`~reinforce_ada.sampling.protocols.Verifier` over a ``GRPOTrainer``'s reward functions.
 
 The sampler scores every round's completions through this adapter. It calls each of the trainer's ``reward_funcs``
 the way TRL's ``_calculate_rewards`` does (``prompts=``, ``completions=``, ``completion_ids=``, the dataset's other

@@ -40,7 +40,8 @@ from reinforce_ada.integrations.verl.convert import (
 )
 from reinforce_ada.integrations.verl.metrics import combine_round_timing, sequence_metrics
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, GenerationRequest, Verifier
+from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.protocols import GenerationRequest, Verifier
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def _concat(parts: list[Any]) -> Any:
 
 
 class VerlRolloutGenerator:
-    """Our :class:`~reinforce_ada.sampler.Generator` on top of verl's ``generate_sequences``.
+    """Our :class:`~reinforce_ada.sampling.protocols.Generator` on top of verl's ``generate_sequences``.
 
     ``source`` is the request DataProto (one row per prompt is sent, repeated ``num_samples`` times); every output is
     kept in :attr:`outputs` so kept completions can be gathered back by row without copying tensors.
@@ -150,7 +151,7 @@ class VerlRolloutGenerator:
 
 
 class RolloutRewardVerifier:
-    """Our :class:`~reinforce_ada.sampler.Verifier` backed by verl's reward.
+    """Our :class:`~reinforce_ada.sampling.protocols.Verifier` backed by verl's reward.
 
     A completion whose rollout row already carries ``rm_scores`` (verl's reward loop scores during generation when no
     colocated reward model is used) gets that score. Otherwise ``reward_fn`` is called once per round on the unscored

@@ -1,13 +1,13 @@
 """Multi-step sampling simulator: drifting pass rates, cross-step memory, and generation time.
 
-Extends :mod:`reinforce_ada.simulate` from one step to a training run. Each prompt ``i`` has a pass rate that moves
-as the model learns -- a logistic learning model:
+Extends :mod:`reinforce_ada.research.simulate` from one step to a training run. Each prompt ``i`` has a pass rate
+that moves as the model learns -- a logistic learning model:
 
     logit p_i(t) = logit p_i(0) + v_i * t,      v_i ~ Normal(drift_mean, drift_std),   t in epochs
 
 so most prompts get easier, some stay put and a few get harder (forgetting). Every epoch visits all prompts in a fresh
 order, ``batch_size`` per step. Rewards are Bernoulli(p_i(t)). Completion lengths and time come from the latency
-model (:mod:`reinforce_ada.latency`).
+model (:mod:`reinforce_ada.research.latency`).
 
 Strategies (all through the library's own code):
 
@@ -39,10 +39,10 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.errors import UsageError
-from reinforce_ada.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.memory import PassRateMemory, prompt_key
+from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
+from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
 from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
@@ -151,9 +151,9 @@ def _prompt(i: int, rate: float) -> Prompt:
 def select_initial(rates: DriftingPassRates, k: int, low: float, high: float, seed: int = 0
                    ) -> tuple[DriftingPassRates, list]:
     """The paper's data step on the simulated prompts: ``k`` samples each under the starting model
-    (:func:`~reinforce_ada.select_prompts.estimate_pass_rates`), keep ``low <= rate <= high``. Returns the kept
+    (:func:`~reinforce_ada.research.select_prompts.estimate_pass_rates`), keep ``low <= rate <= high``. Returns the kept
     prompts' pass-rate model (renumbered) and their estimates (to seed memory)."""
-    from reinforce_ada.select_prompts import estimate_pass_rates, select_by_pass_rate
+    from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate
 
     p0 = rates.at(0.0)
     prompts = [_prompt(i, p0[i]) for i in range(len(p0))]
@@ -240,12 +240,8 @@ def format_table(results: list[MultistepResult]) -> str:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """``reinforce-ada simulate-multistep``."""
-    p = subparsers.add_parser(
-        "simulate-multistep", help="multi-step simulation: drifting pass rates, streaming, memory, latency",
-        description="Run round-based and streaming samplers for several epochs on prompts whose pass rates drift "
-                    "(logistic learning model), with a generation-latency model.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``reinforce-ada simulate-multistep`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--dist", default="beta:0.4,2", help="initial pass rates: beta:A,B or a file (default: %(default)s)")
     p.add_argument("--prompts", type=int, default=2048, help="number of prompts (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=4, help="epochs over the prompts (default: %(default)s)")
@@ -280,10 +276,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--select-max", type=float, default=15 / 16, help="select-prompts: highest pass rate kept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="", help="also write the results to this JSON file")
-    p.set_defaults(func=_run_cli)
 
 
-def _run_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``reinforce-ada simulate-multistep``: run the strategies, print the table, optionally write JSON."""
     if args.prompts <= 0 or args.epochs <= 0 or args.batch_size <= 0:
         raise UsageError("--prompts, --epochs and --batch-size must be positive")
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,

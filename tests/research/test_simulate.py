@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from reinforce_ada.cli import main
-from reinforce_ada.simulate import SimulatedGenerator, grpo_signal_closed_form, pass_rates_from
+from reinforce_ada.research.simulate import SimulatedGenerator, grpo_signal_closed_form, pass_rates_from
 
 
 def run_cli(capsys, *args):
@@ -83,7 +83,7 @@ def test_bad_rate_file(capsys, tmp_path):
 
 
 def test_simulated_generator_draws_bernoulli_at_the_pass_rate():
-    from reinforce_ada.sampler import GenerationRequest
+    from reinforce_ada.sampling.protocols import GenerationRequest
     from reinforce_ada.types import Prompt
 
     generator = SimulatedGenerator(seed=3)

@@ -14,7 +14,7 @@ Three ways of producing completions are timed with it:
 
 * :func:`batched_time` -- one call that generates a given list of completions (the reference: no adaptivity);
 * :class:`TimedGenerator` -- the round-based sampler's calls, one per round, each waiting for its slowest sequence;
-* :func:`run_streaming` -- the :class:`~reinforce_ada.streaming.StreamingScheduler` driven event by event in
+* :func:`run_streaming` -- the :class:`~reinforce_ada.sampling.scheduler.StreamingScheduler` driven event by event in
   virtual time (the same scheduler code the asyncio sampler runs), with cancellation.
 """
 
@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from reinforce_ada.sampler import GenerationRequest, score
+from reinforce_ada.sampler import score
+from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 
 
@@ -185,7 +186,7 @@ class StreamingRun:
 
 def run_streaming(scheduler, model: LatencyModel, verifier: Callable, make_completion: Callable[[Prompt, np.random.Generator], Completion],
                   seed: int = 0) -> StreamingRun:
-    """Drive a :class:`~reinforce_ada.streaming.StreamingScheduler` in virtual time until it is done.
+    """Drive a :class:`~reinforce_ada.sampling.scheduler.StreamingScheduler` in virtual time until it is done.
 
     ``make_completion(prompt, rng)`` produces the (unscored) completion a request will return; ``verifier`` scores
     it when it finishes. In-flight requests are limited by the scheduler's ``max_in_flight`` (set it to the

@@ -4,11 +4,11 @@ Reinforce-Ada (arXiv 2510.04996, Sec. 4) filters the training set before RL: eac
 under the starting model and only prompts whose pass rate lies in a chosen range are kept -- prompts the model
 always or never solves give GRPO no signal and, for adaptive sampling, burn the whole ``M * N`` budget.
 
-:func:`estimate_pass_rates` draws ``k`` samples per prompt with any :class:`~reinforce_ada.sampler.Generator` and
-scores them with a verifier (failures count as incorrect); :func:`select_by_pass_rate` keeps the range. The pass
-rates are written as JSONL (``prompt_id``, ``key`` -- the content hash of :mod:`reinforce_ada.memory` --
-``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which :meth:`PassRateMemory.seed_from_file` reads to
-seed the cross-step memory.
+:func:`estimate_pass_rates` draws ``k`` samples per prompt with any
+:class:`~reinforce_ada.sampling.protocols.Generator` and scores them with a verifier (failures count as incorrect);
+:func:`select_by_pass_rate` keeps the range. The pass rates are written as JSONL (``prompt_id``, ``key`` -- the
+content hash of :mod:`reinforce_ada.memory` -- ``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which
+:meth:`PassRateMemory.seed_from_file` reads to seed the cross-step memory.
 
 Command line: ``reinforce-ada select-prompts --data prompts.jsonl --model PATH --verifier math -k 16
 --min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``.
@@ -26,7 +26,8 @@ from typing import Sequence
 from reinforce_ada.data.loading import read_utf8_text
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.memory import prompt_key
-from reinforce_ada.sampler import GenerationRequest, Generator, Verifier, generate_with_retries, score, validate_prompts
+from reinforce_ada.sampler import generate_with_retries, score, validate_prompts
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -105,10 +106,8 @@ def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    """``reinforce-ada select-prompts``."""
-    p = subparsers.add_parser("select-prompts", help="estimate pass rates with k samples and keep a difficulty range",
-                              description=__doc__.split("\n\n")[1], formatter_class=argparse.RawTextHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--data", required=True, help="JSONL with prompt/question/problem/messages, answer, optional id")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="a local transformers model directory (HF backend)")
@@ -125,10 +124,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="JSONL of the kept input rows")
     p.add_argument("--pass-rates", default="", help="JSONL of every prompt's pass rate (seeds PassRateMemory)")
-    p.set_defaults(func=_run_cli)
 
 
-def _run_cli(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
     from reinforce_ada.verifiers.registry import get_verifier
 
     if args.num_samples <= 0:

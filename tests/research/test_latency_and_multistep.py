@@ -2,16 +2,16 @@ import numpy as np
 import pytest
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.latency import LatencyModel, TimedGenerator, VirtualEngine, batched_time, run_streaming
-from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.simulate import SimulatedGenerator, simulated_verifier
-from reinforce_ada.simulate_multistep import (
+from reinforce_ada.research.latency import LatencyModel, TimedGenerator, VirtualEngine, batched_time, run_streaming
+from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
+from reinforce_ada.research.simulate_multistep import (
     DriftingPassRates,
     StrategySpec,
     default_strategies,
     run_multistep,
     select_initial,
 )
+from reinforce_ada.sampler import AdaptiveSampler
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
@@ -112,13 +112,11 @@ def test_select_initial_keeps_the_range_and_seeds_memory():
 
 
 def test_simulate_multistep_cli(tmp_path, capsys):
-    import argparse
     import json
 
-    from reinforce_ada.simulate_multistep import add_cli
+    from reinforce_ada.cli import build_parser
 
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers())
+    parser = build_parser()
     out = tmp_path / "r.json"
     args = parser.parse_args(["simulate-multistep", "--prompts", "64", "--epochs", "2", "--batch-size", "32",
                               "--concurrency", "32", "--length-median", "30", "--max-tokens", "100",

@@ -1,0 +1,64 @@
+"""What a generation backend and a reward function promise the samplers: the request, the two protocols, the errors.
+
+Every backend in :mod:`reinforce_ada.generation` and every integration imports these from here, never from the
+sampling loop (:mod:`reinforce_ada.sampler`), so a backend depends only on this module and
+:mod:`reinforce_ada.types`. A ``Generator`` answers a list of :class:`GenerationRequest` with one list of
+:class:`~reinforce_ada.types.Completion` per request, in order; a ``Verifier`` scores a flat batch of completions,
+``None`` meaning "could not score".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from reinforce_ada.types import Completion, Prompt
+
+__all__ = ["GenerationError", "GenerationRequest", "Generator", "PartialGenerationError", "Verifier", "VerifierError"]
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    """Ask the generator for ``num_samples`` completions of ``prompt``."""
+
+    prompt: Prompt
+    num_samples: int
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A generation backend: one list of completions per request, in request order.
+
+    Raising means the whole call failed. A backend whose samples fail one by one (an HTTP request per sample)
+    raises :class:`PartialGenerationError` with the completions it did make; the sampler keeps them and asks again
+    for the failed samples only.
+    """
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]: ...
+
+
+class Verifier(Protocol):
+    """A reward function: ``prompts[i]`` is the prompt of ``completions[i]``; ``None`` means "could not score"."""
+
+    def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> Sequence[float | None]: ...
+
+
+class GenerationError(RuntimeError):
+    """The generator failed (after retries) or returned something malformed."""
+
+
+class PartialGenerationError(GenerationError):
+    """Some samples of a ``generate`` call failed for good, the others were made.
+
+    ``outputs[i]`` holds the completions made for request ``i`` and ``num_failed[i]`` how many of its samples
+    failed (``len(outputs[i]) + num_failed[i]`` is what it asked for).
+    """
+
+    def __init__(self, message: str, outputs: list[list[Completion]], num_failed: list[int]):
+        super().__init__(message)
+        self.outputs = outputs
+        self.num_failed = num_failed
+
+
+class VerifierError(ValueError):
+    """The verifier returned something unusable (wrong length, NaN or infinite reward)."""
