@@ -197,7 +197,7 @@ def bucket_prompts(task: str, args: argparse.Namespace):
 def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace) -> dict:
     """Train one run; its [step, tokens, accuracy] history, zero-variance fraction per step and end pass rates."""
     from reinforce_ada.plotting import read_metrics
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     from reinforce_ada.data import get_task
 
@@ -224,7 +224,7 @@ def start_pass_rates(task: str, args: argparse.Namespace) -> tuple[list[float], 
     """The start model's per-prompt pass rates on the bucket prompts, twice from independent samples: the first
     assigns the buckets, the second is the start accuracy the gains are measured from (with one estimate for both,
     noise alone would make the lowest bucket "gain" and the highest "lose": regression to the mean)."""
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     if not args.bucket_prompts:
         return [], []

@@ -78,7 +78,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
     config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     summary = Trainer(config).train()
     before, after = summary["accuracy_before"], summary["accuracy_after"]

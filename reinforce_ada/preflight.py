@@ -133,10 +133,10 @@ def check_task(task: str | None) -> None:
 def _build_task(config: Any) -> None:
     """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
     from reinforce_ada.data.tasks import get_task
-    from reinforce_ada.trainer import _task_options
+    from reinforce_ada.training.setup import task_options
 
     try:
-        get_task(config.task, **_task_options(config))
+        get_task(config.task, **task_options(config))
     except (ValueError, TypeError) as err:
         if isinstance(err, ConfigError):
             raise

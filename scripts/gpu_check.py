@@ -12,7 +12,7 @@ Checks, in order (all models are randomly initialised and built locally; nothing
 * ``cuda``            -- a CUDA device is there (``--cpu``: skipped by design, printed as "CPU run").
 * ``imports``         -- torch, transformers, trl, datasets, math-verify and reinforce_ada import; versions printed;
                          the math verifier scores "\\boxed{4}" against "4" as correct.
-* ``trainer-tiny``    -- the standalone trainer (``reinforce_ada.trainer.Trainer``), 2 Ada-balanced steps with the
+* ``trainer-tiny``    -- the standalone trainer (``reinforce_ada.training.Trainer``), 2 Ada-balanced steps with the
                          tiny char-level Qwen2 and a reward with mixed values (token-id parity): the weights move,
                          the metrics are finite, and ``checkpoint-2`` loads back with the trained weights.
 * ``trainer-0.5b-*``  -- the same 2 steps with a Qwen2.5-0.5B-shaped model (494M parameters: 24 layers, hidden 896,
@@ -117,7 +117,7 @@ def _train(checks: Checks, name: str, model, **overrides):
     """2 steps of the standalone trainer with ``model``; returns (trainer, summary, weights before)."""
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.models import build_char_tokenizer
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     settings = dict(model="tiny", task="arithmetic", max_steps=2, batch_size=8, samples_per_round=4, max_rounds=2,
                     group_size=4, max_new_tokens=8, eval_prompts=0, learning_rate=1e-3, device=checks.device,

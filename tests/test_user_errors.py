@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture()
 def no_trainer(monkeypatch):
     """Fail the test if a Trainer gets built: every error here must come before anything loads."""
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
 
 
 def run(capsys, *argv):
@@ -316,7 +316,7 @@ def test_unexpected_exceptions_keep_their_traceback(monkeypatch):
     def broken(self, config, **kwargs):
         raise TypeError("a bug, not a user error")
 
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", broken)
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", broken)
     with pytest.raises(TypeError, match="a bug"):
         cli.main(["train", "--max-steps", "1"])
 

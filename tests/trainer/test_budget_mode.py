@@ -7,7 +7,7 @@ import torch
 
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.trainer import Trainer
+from reinforce_ada.training import Trainer
 from trainer_fixtures import addition_prompts
 
 
@@ -85,7 +85,7 @@ def test_budget_settings_fail_before_anything_loads():
 def test_cli_selects_the_budget_strategy_and_rejects_a_small_budget(capsys, monkeypatch):
     from reinforce_ada import cli
 
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
     assert cli.main(["train", "--strategy", "ada-budget", "--batch-size", "8", "--sample-budget-per-step", "20"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sample_budget_per_step=20 is below one group per prompt" in err[0] and "32" in err[0]

@@ -7,7 +7,7 @@ import torch
 
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.trainer import Trainer
+from reinforce_ada.training import Trainer
 from trainer_fixtures import addition_prompts
 
 
@@ -80,7 +80,7 @@ def test_overdraw_settings_fail_before_anything_loads(capsys, monkeypatch):
     assert TrainConfig(strategy="grpo", batch_size=8).prompts_per_step == 8
     from reinforce_ada import cli
 
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
     assert cli.main(["train", "--strategy", "ada-mixed", "--budget-overdraw", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "budget_overdraw is a setting of strategy='ada-budget'" in err[0]

@@ -16,7 +16,7 @@ from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.guards import RunStopped
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.run_folder import CheckpointError, RunFolderError, truncate_metrics, write_atomic
-from reinforce_ada.trainer import Trainer
+from reinforce_ada.training import Trainer
 from reinforce_ada.types import Prompt
 from trainer_fixtures import addition_prompts, digit_verifier
 

@@ -30,7 +30,7 @@ def mean_logprob_reward(prompts, completions):
 
 def test_one_step_of_smollm2_on_a_reasoning_gym_task_moves_the_weights(tmp_path):
     from reinforce_ada.generation.prompting import encode_prompt
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     config = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic", max_steps=1, batch_size=2,
                          samples_per_round=2, max_rounds=1, group_size=2, max_new_tokens=12, eval_prompts=0,

@@ -29,7 +29,7 @@ def test_the_trainer_loads_the_shipped_weights(tmp_path, monkeypatch):
     import torch
     from safetensors.torch import load_file
 
-    from reinforce_ada.trainer import Trainer
+    from reinforce_ada.training import Trainer
 
     monkeypatch.setenv("REINFORCE_ADA_CACHE", str(tmp_path / "cache"))
     trainer = Trainer(TrainConfig(output_dir=str(tmp_path / "run"), max_steps=1, eval_prompts=0))

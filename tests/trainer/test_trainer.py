@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from reinforce_ada.config import ConfigError, TrainConfig
-from reinforce_ada.trainer import Trainer
+from reinforce_ada.training import Trainer
 
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from trainer_fixtures import addition_prompts, digit_verifier
@@ -69,7 +69,7 @@ def test_resumed_run_reproduces_the_uninterrupted_next_step(tmp_path, tiny_setup
 @pytest.mark.parametrize("field, value", [("batch_size", 0), ("clip_ratio_c", 1.0), ("strategy", "ppo"),
                                           ("group_size", 64), ("top_p", 1.5), ("loss_agg_mode", "mean")])
 def test_bad_config_fails_before_anything_loads(field, value, monkeypatch):
-    import reinforce_ada.trainer as trainer_module
+    import reinforce_ada.training as trainer_module
 
     monkeypatch.setattr(trainer_module.Trainer, "__init__", lambda *a, **k: pytest.fail("trainer was built"))
     with pytest.raises(ConfigError, match=field):
@@ -79,7 +79,7 @@ def test_bad_config_fails_before_anything_loads(field, value, monkeypatch):
 def test_cli_rejects_bad_values_before_loading_a_model(capsys, monkeypatch):
     from reinforce_ada import cli
 
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", lambda *a, **k: pytest.fail("trainer was built"))
     assert cli.main(["train", "--samples-per-round", "-1"]) == 2
     assert "samples_per_round" in capsys.readouterr().err
 
@@ -112,7 +112,7 @@ def test_yaml_config_and_command_line_overrides(tmp_path, monkeypatch):
         seen["config"] = config
         raise SystemExit(0)
 
-    monkeypatch.setattr("reinforce_ada.trainer.Trainer.__init__", fake_init)
+    monkeypatch.setattr("reinforce_ada.training.Trainer.__init__", fake_init)
     with pytest.raises(SystemExit):
         cli.main(["train", "--config", str(config_file), "--batch-size", "5", "--lora"])
     config = seen["config"]
@@ -196,16 +196,11 @@ def test_verifier_counters_reach_the_metrics(tmp_path, tiny_setup):
     assert step["verifier/timeouts"] >= 1 and step["verifier/completions"] >= step["sampling/total_samples"]
 
 
-def test_prompt_stream_covers_each_prompt_once_per_epoch_and_rejects_duplicate_ids():
-    from reinforce_ada.trainer import PromptStream
-    from reinforce_ada.types import Prompt
+def test_the_old_trainer_module_re_exports_the_training_package():
+    """``reinforce_ada.trainer`` is kept for existing imports: the same objects as their new homes."""
+    import reinforce_ada.trainer as old
+    from reinforce_ada.data.stream import PromptStream
+    from reinforce_ada.training import MetricsWriter, latest_checkpoint, make_sampler
 
-    prompts = [Prompt(i, str(i)) for i in range(10)]
-    stream = PromptStream(prompts, seed=3)
-    first_epoch = [p.prompt_id for p in stream.take(4) + stream.take(4)] + [next(stream).prompt_id,
-                                                                           next(stream).prompt_id]
-    assert sorted(first_epoch) == list(range(10))
-    batch = stream.take(10)
-    assert len({p.prompt_id for p in batch}) == 10
-    with pytest.raises(ValueError, match="unique"):
-        PromptStream(prompts + [Prompt(0, "again")], seed=0)
+    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint, old.make_sampler) == (
+        Trainer, PromptStream, MetricsWriter, latest_checkpoint, make_sampler)

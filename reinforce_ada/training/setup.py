@@ -1,0 +1,170 @@
+"""Building the trainer's pieces from a :class:`~reinforce_ada.config.TrainConfig`: the device, the seeds, the data
+and verifier, the model (warm-started tiny model or a pretrained one, optionally with LoRA adapters), the frozen
+reference model for the KL term, the generation backend and the sampler.
+
+Each function reads only the config fields it names; the :class:`~reinforce_ada.training.loop.Trainer` calls them in
+a fixed order (the order matters: seeding comes before anything that draws random numbers).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+import numpy as np
+
+from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.guards import verifier_options
+from reinforce_ada.preflight import NoDeviceError
+from reinforce_ada.types import Prompt
+
+
+def resolve_device(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise NoDeviceError(f"device={device!r} but torch sees no CUDA GPU")
+    return torch.device(device)
+
+
+def check_report_to(report_to: str) -> None:
+    """Fail before any model loads when the requested metrics sink is not installed."""
+    import importlib.util
+
+    if report_to != "none" and importlib.util.find_spec(report_to) is None:
+        raise ImportError(f"report_to={report_to!r} needs the {report_to} package: pip install {report_to}")
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
+    from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+
+    sampler_config = config.sampler_config()
+    if config.sampler == "streaming":
+        from reinforce_ada.streaming import build_sampler
+
+        return build_sampler("streaming", generator, verifier, sampler_config,
+                             allocation=config.streaming_allocation, target=config.streaming_target,
+                             give_up_below=config.give_up_below, min_signal_rate=config.min_signal_rate,
+                             budget=config.sample_budget, max_in_flight=config.max_in_flight,
+                             memory=config.memory, memory_half_life=config.memory_half_life,
+                             memory_max_evidence=config.memory_max_evidence,
+                             memory_seed=config.memory_seed, skip_below=config.skip_below,
+                             cap_below=config.cap_below)
+    if isinstance(sampler_config, DynamicSamplingConfig):
+        return DynamicSampler(generator, verifier, sampler_config)
+    if sampler_config.is_budget:  # budget mode: priors from the cross-step pass-rate memory (checkpointed)
+        from reinforce_ada.memory import PassRateMemory
+
+        memory = PassRateMemory(half_life=None, max_evidence=config.memory_max_evidence)  # decays per visit
+        if config.memory_seed:
+            memory.seed_from_file(config.memory_seed)
+        return AdaptiveSampler(generator, verifier, sampler_config, memory=memory)
+    return AdaptiveSampler(generator, verifier, sampler_config)
+
+
+def task_options(config: TrainConfig) -> dict[str, Any]:
+    """The config fields a built-in task takes: digits for ``arithmetic``; the system prompt and template for
+    ``reasoning-gym:*`` (``""`` means no system prompt)."""
+    if config.task == "arithmetic":
+        return {"digits": config.task_digits}
+    if str(config.task).startswith("reasoning-gym:"):
+        return {"system_prompt": config.system_prompt or None, "template": config.template}
+    return {}
+
+
+def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
+    """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
+    built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
+    from reinforce_ada.data import get_task, load_prompts
+    from reinforce_ada.verifiers import get_verifier
+
+    keys = dict(prompt_key=cfg.prompt_key, answer_key=cfg.answer_key, template=cfg.template,
+                system_prompt=cfg.system_prompt)
+    task = None
+    if cfg.data is not None:
+        train = load_prompts(cfg.data, **keys)
+        held_out = load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data else []
+        verifier_name = cfg.verifier or "math"
+    else:
+        task = get_task(cfg.task, **task_options(cfg))
+        train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+        held_out = (load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data
+                    else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
+                    else [])
+        verifier_name = cfg.verifier or task.verifier_name
+    return train, held_out, get_verifier(verifier_name, **verifier_options(verifier_name, cfg)), task
+
+
+def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in task (``task`` when
+    :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``)."""
+    if cfg.model == "tiny":
+        from reinforce_ada.models.loading import cache_dir
+        from reinforce_ada.models.warm_start import WarmStartSettings, load_or_warm_start_tiny
+
+        if cfg.data is not None:
+            raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+        settings = WarmStartSettings.from_config(cfg)
+        # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
+        # different from the prompts the RL run reports on.
+        if task is None:
+            from reinforce_ada.data import get_task
+
+            task = get_task(cfg.task, **task_options(cfg))
+        sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
+        # The warm start checks accuracy with the task's own verifier (its cache is keyed by the task).
+        from reinforce_ada.verifiers import get_verifier
+
+        return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
+                                       cache_dir())
+    from reinforce_ada.models.loading import load_pretrained
+
+    model, tokenizer = load_pretrained(cfg.model, cfg.dtype)
+    return model, tokenizer, {}
+
+
+def wrap_lora(cfg: TrainConfig, model: Any) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
+                                            task_type="CAUSAL_LM"))
+
+
+def reference_model(cfg: TrainConfig, model: Any) -> Any:
+    """A frozen copy of the policy for the KL term; ``None`` with LoRA (the base model with adapters disabled is the
+    reference)."""
+    import copy
+
+    if cfg.lora:
+        return None
+    ref = copy.deepcopy(model)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
+    from reinforce_ada.generation import get_generator
+
+    options: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
+    if cfg.generator == "hf":
+        options["max_batch_size"] = cfg.generation_batch_size
+    else:
+        options["gpu_memory_utilization"] = cfg.vllm_gpu_memory_utilization
+        options["enable_sleep_mode"] = True  # free the engine's memory while the policy trains
+        path = getattr(model, "name_or_path", "") or (cfg.model if cfg.model != "smollm2-135m" else "")
+        if path:
+            options["model_path"] = path
+    return get_generator(cfg.generator, model, tokenizer, **options)

@@ -1,0 +1,147 @@
+"""The policy update: from a sampled batch to optimizer steps.
+
+1. :func:`sequences` rebuilds right-padded ``prompt + completion`` token tensors, with a mask over completion
+   tokens and the batch's advantages (and importance weights, in budget mode);
+2. :func:`token_logprobs` gives each token's log-probability under a model at the sampling temperature (and
+   optionally the entropies of the same distributions);
+3. :func:`ppo_update` runs ``ppo_epochs`` passes of mini-batches of
+   :func:`reinforce_ada.core.losses.ppo_clip_loss`, accumulated over micro-batches, with gradient clipping, AdamW and
+   the learning-rate schedule. With one epoch and one mini-batch the old log-probabilities are the current ones
+   (detached), so no extra forward pass is spent on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from reinforce_ada.config import TrainConfig
+from reinforce_ada.guards import check_finite
+from reinforce_ada.types import Completion, Prompt, SampledBatch
+
+
+def sequences(batch: SampledBatch, pad_token_id: int | None,
+              prompt_token_ids: Callable[[Prompt], list[int]]) -> dict[str, Any]:
+    """Right-padded ``prompt + completion`` tensors with a mask over completion tokens (empty completions left out)."""
+    import torch
+
+    rows: list[tuple[list[int], Completion]] = [
+        (prompt_token_ids(group.prompt), c) for group in batch.groups for c in group.completions]
+    keep = [i for i, (_, c) in enumerate(rows) if len(c.token_ids) > 0]
+    length = max((len(p) + len(c.token_ids) for p, c in rows), default=1)
+    pad = pad_token_id if pad_token_id is not None else 0
+    input_ids = torch.full((len(keep), length), pad, dtype=torch.long)
+    attention = torch.zeros((len(keep), length), dtype=torch.long)
+    response_mask = torch.zeros((len(keep), length), dtype=torch.float32)
+    for row, i in enumerate(keep):
+        prompt_ids, completion = rows[i]
+        ids = prompt_ids + list(completion.token_ids)
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention[row, : len(ids)] = 1
+        response_mask[row, len(prompt_ids): len(ids)] = 1.0
+    advantages = torch.tensor(batch.advantages[keep], dtype=torch.float32)
+    weights = torch.tensor(batch.weights[keep], dtype=torch.float32) if batch.weights is not None else None
+    return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask,
+            "advantages": advantages, "weights": weights}
+
+
+def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False):
+    """Log-probabilities ``(B, L)`` of each token given its prefix (position 0 gets 0), at the sampling
+    temperature, and optionally the entropies of the same distributions."""
+    import torch
+
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logits = logits / temperature
+    log_norm = torch.logsumexp(logits, dim=-1)  # (B, L-1)
+    token_logits = logits.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    logprobs = torch.nn.functional.pad(token_logits - log_norm, (1, 0))  # (B, L)
+    entropy = None
+    if with_entropy:
+        probs = torch.softmax(logits, dim=-1)
+        entropy = torch.nn.functional.pad(log_norm - (probs * logits).sum(-1), (1, 0))
+    return logprobs, entropy
+
+
+def no_grad_logprobs(model: Any, seq: dict[str, Any], cfg: TrainConfig, device: Any) -> Any:
+    """:func:`token_logprobs` of every sequence in ``seq`` without gradients, in micro-batches, on the CPU."""
+    import torch
+
+    chunks = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, seq["input_ids"].shape[0], cfg.micro_batch_size):
+            sl = slice(start, start + cfg.micro_batch_size)
+            logprobs, _ = token_logprobs(model, seq["input_ids"][sl].to(device), seq["attention_mask"][sl].to(device),
+                                         cfg.temperature)
+            chunks.append(logprobs.cpu())
+    model.train(was_training)
+    return torch.cat(chunks)
+
+
+def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: dict[str, Any], cfg: TrainConfig,
+               device: Any, step: int, totals: dict[str, Any]) -> dict[str, float]:
+    """``ppo_epochs`` passes of PPO-clip over the step's sequences, in mini-batches with accumulation; returns the
+    metrics averaged over optimizer steps. ``step`` is the number of steps done before this one (it seeds the
+    mini-batch order); each optimizer step is counted in ``totals["optimizer_steps"]``. With ``kl_coef > 0`` and no
+    ``ref_model`` (LoRA), the reference is ``model`` with its adapters disabled."""
+    import torch
+
+    from reinforce_ada.core.losses import ppo_clip_loss
+
+    num = seq["input_ids"].shape[0]
+    mini = cfg.mini_batch_size or num
+    single_pass = cfg.ppo_epochs == 1 and mini >= num
+    to = lambda t: t.to(device) if t is not None else None  # noqa: E731
+    old_logprobs = ref_logprobs = None
+    if not single_pass:
+        old_logprobs = no_grad_logprobs(model, seq, cfg, device)
+    if cfg.kl_coef > 0:
+        if ref_model is not None:
+            ref_logprobs = no_grad_logprobs(ref_model, seq, cfg, device)
+        else:
+            with model.disable_adapter():
+                ref_logprobs = no_grad_logprobs(model, seq, cfg, device)
+    generator = torch.Generator().manual_seed(cfg.seed * 7919 + step)
+    sums: dict[str, float] = {}
+    count = 0
+    model.train()
+    for _ in range(cfg.ppo_epochs):
+        order = torch.randperm(num, generator=generator)
+        for start in range(0, num, mini):
+            idx = order[start:start + mini]
+            mask_total = seq["response_mask"][idx].sum().clamp(min=1)
+            optimizer.zero_grad(set_to_none=True)
+            for micro_start in range(0, len(idx), cfg.micro_batch_size):
+                micro = idx[micro_start:micro_start + cfg.micro_batch_size]
+                input_ids, attention = to(seq["input_ids"][micro]), to(seq["attention_mask"][micro])
+                mask = to(seq["response_mask"][micro])
+                logprobs, entropy = token_logprobs(model, input_ids, attention, cfg.temperature,
+                                                   with_entropy=cfg.entropy_coef > 0)
+                old = logprobs.detach() if old_logprobs is None else to(old_logprobs[micro])
+                loss, metrics = ppo_clip_loss(
+                    logprobs, old, to(seq["advantages"][micro]), mask,
+                    clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
+                    clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode, entropy=entropy,
+                    entropy_coef=cfg.entropy_coef,
+                    ref_logprobs=to(ref_logprobs[micro]) if ref_logprobs is not None else None,
+                    kl_coef=cfg.kl_coef,
+                    sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None)
+                # Weight each micro-batch so the accumulated loss equals the mini-batch's aggregate.
+                if cfg.loss_agg_mode == "token-mean":
+                    share = float(mask.sum() / mask_total)
+                else:
+                    share = len(micro) / len(idx)
+                check_finite(step + 1, "the loss", loss.detach())
+                (loss * share).backward()
+                for key, value in metrics.items():
+                    sums[key] = sums.get(key, 0.0) + value * share
+            params = [p for p in model.parameters() if p.requires_grad]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm else
+                                                       float("inf"))
+            check_finite(step + 1, "the gradient norm", grad_norm)
+            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+            optimizer.step()
+            scheduler.step()
+            totals["optimizer_steps"] += 1
+            count += 1
+    return {key: value / count for key, value in sums.items()}
