@@ -128,10 +128,15 @@ class AdaptiveSampler:
             if not active:
                 break
         groups = self._select_groups(prompts, pools)
-        batch = build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error)
+        # budget mode: a prompt that drew nothing was skipped (its samples were worth more elsewhere), not left empty
+        num_skipped = sum(1 for pool in pools.values() if pool.num_drawn == 0) if budget is not None else 0
+        batch = build_batch(groups, pools, rounds, cfg, num_prompts=len(prompts), generation_error=generation_error,
+                            num_skipped=num_skipped)
         batch.metrics["num_failed_samples"] = float(num_failed_samples)
         if budget is not None:
-            finish_budget_step(batch, budget, cfg.group_size, self.memory, prompts)
+            finish_budget_step(batch, budget, cfg.group_size, num_skipped)
+            remember_pools(self.memory, prompts, pools)  # type: ignore[arg-type]
+            batch.metrics["memory_prompts"] = float(len(self.memory))  # type: ignore[arg-type]
         return batch
 
     def _budget_priors(self, prompts: list[Prompt]) -> dict[PromptId, tuple[float, float]]:
@@ -191,9 +196,8 @@ class AdaptiveSampler:
             self.memory.load_state_dict(state["memory"])  # type: ignore[union-attr]
 
 
-def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory: PassRateMemory | None,
-                       prompts: list[Prompt]) -> None:
-    """Budget mode, after a step: the budget metrics, skipped prompts out of ``num_empty``, the memory updated.
+def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, num_skipped: int) -> None:
+    """Budget mode, after a step: the budget metrics.
 
     A *skipped* prompt drew nothing (its samples were worth more elsewhere): it has no group and is counted in
     ``num_skipped``, not in ``num_empty``. A *short* group (fewer than ``group_size`` completions: a ``budget_probe``
@@ -202,25 +206,24 @@ def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, memory
     its whole-pool advantages are unbiased, a one-class short pool has all-zero advantages and moves nothing, and
     dropping it would discard signal already paid for. It is counted in ``num_short_groups``.
     """
-    pools = batch.pools
-    num_skipped = sum(1 for pool in pools.values() if pool.num_drawn == 0)
-    batch.num_empty -= num_skipped
     total = batch.metrics["total_samples"]
     batch.metrics.update({
-        "num_empty": float(batch.num_empty),
         "budget": float(budget),
         "budget_used_fraction": total / budget,
         "num_skipped": float(num_skipped),
-        "skipped_fraction": num_skipped / len(prompts),
+        "skipped_fraction": num_skipped / batch.num_prompts,
         "num_short_groups": float(sum(1 for g in batch.groups if len(g.completions) < group_size)),
     })
-    if memory is not None:
-        by_id = {p.prompt_id: p for p in prompts}
-        for prompt_id, pool in pools.items():
-            if pool.count:
-                memory.update(by_id[prompt_id], pool.num_positive, pool.num_negative)
-        memory.advance()
-        batch.metrics["memory_prompts"] = float(len(memory))
+
+
+def remember_pools(memory: PassRateMemory, prompts: Sequence[Prompt], pools: dict[PromptId, PromptPool]) -> None:
+    """After a step: every pool that holds scored completions into the cross-step pass-rate memory, then one tick of
+    its clock (the streaming sampler and budget mode share this)."""
+    for prompt in prompts:
+        pool = pools[prompt.prompt_id]
+        if pool.count:
+            memory.update(prompt, pool.num_positive, pool.num_negative)
+    memory.advance()
 
 
 class DynamicSampler:
@@ -418,8 +421,13 @@ def _safe_div(a: float, b: float) -> float:
 
 
 def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: list[RoundStats],
-                cfg: SamplerConfig, *, num_prompts: int, generation_error: str | None = None) -> SampledBatch:
-    """Compute advantages (and weights) for the kept groups and the step's metrics."""
+                cfg: SamplerConfig, *, num_prompts: int, generation_error: str | None = None,
+                num_skipped: int = 0) -> SampledBatch:
+    """Compute advantages (and weights) for the kept groups and the step's metrics.
+
+    ``num_skipped``: pools a scheduler chose not to sample at all (no completions, no group); they are not counted in
+    ``num_empty``, which is for prompts that drew and got nothing back.
+    """
     rewards = np.array([c.reward for g in groups for c in g.completions], dtype=np.float64)
     sizes = [len(g.completions) for g in groups]
     index = np.repeat(np.arange(len(groups)), sizes)
@@ -433,7 +441,7 @@ def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: 
         is_positive = rewards > cfg.positive_threshold
         weights = pool_importance_weights(is_positive, index, per_sample("pool_num_positive"), pool_count)
 
-    num_empty = sum(1 for p in pools.values() if p.count == 0)
+    num_empty = sum(1 for p in pools.values() if p.count == 0) - num_skipped
     num_exited = sum(1 for p in pools.values() if p.exited)
     num_dropped = sum(1 for p in pools.values() if p.count > 0 and not p.exited) if cfg.unexited == "drop" else 0
     num_signal = sum(1 for g in groups if g.has_signal)

@@ -29,7 +29,7 @@ from reinforce_ada.core.beta_allocation import (
 )
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, build_batch
+from reinforce_ada.sampler import AdaptiveSampler, build_batch, remember_pools
 from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 __all__ = ["SampleRequest", "StreamingOptions", "StreamingScheduler"]
@@ -400,11 +400,9 @@ class StreamingScheduler:
         """Select groups, compute advantages (the round-based sampler's code), update memory, add metrics."""
         pools = self.pools
         groups = sampler._select_groups(prompts, pools)
-        batch = build_batch(groups, pools, self.wave_stats(), self.config, num_prompts=len(prompts),
-                            generation_error=generation_error)
         num_skipped = sum(1 for s in self.states.values() if s.skipped)
-        batch.num_empty -= num_skipped
-        batch.metrics["num_empty"] = float(batch.num_empty)
+        batch = build_batch(groups, pools, self.wave_stats(), self.config, num_prompts=len(prompts),
+                            generation_error=generation_error, num_skipped=num_skipped)
         batch.metrics.update({
             "num_skipped": float(num_skipped),
             "num_capped": float(sum(1 for s in self.states.values() if s.capped)),
@@ -413,8 +411,5 @@ class StreamingScheduler:
             "num_submitted": float(self.num_submitted),
         })
         if memory is not None:
-            for state in self.states.values():
-                if state.pool.count:
-                    memory.update(state.prompt, state.pool.num_positive, state.pool.num_negative)
-            memory.advance()
+            remember_pools(memory, [s.prompt for s in self.states.values()], pools)
         return batch
