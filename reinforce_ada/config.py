@@ -27,18 +27,8 @@ __all__ = ["ConfigError", "DynamicSamplingConfig", "SamplerConfig", "TrainConfig
 # -- the one type check every config runs first ---------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _field_types(cls: type) -> dict[str, Any]:
-    """Each field's annotation, resolved; one this module cannot resolve is left unchecked (``Any``)."""
-    try:
-        return typing.get_type_hints(cls)
-    except NameError:
-        namespace = vars(__import__(cls.__module__, fromlist=["_"]))
-        hints: dict[str, Any] = {}
-        for f in fields(cls):
-            try:
-                hints[f.name] = eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
-            except Exception:  # noqa: BLE001 -- an annotation naming something not imported here
-                hints[f.name] = Any
-        return hints
+    """Each field's annotation, resolved (every config annotation names something this module imports)."""
+    return typing.get_type_hints(cls)
 
 
 def _accepts(annotation: Any, value: Any) -> bool:
