@@ -57,17 +57,9 @@ def parity_reward(prompts, completions):
 
 def qwen2_model(shape: dict, seed: int = 0):
     """A randomly initialised Qwen2ForCausalLM of the given shape (float32, on the CPU)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from reinforce_ada.models.tiny import build_qwen2
 
-    config = Qwen2Config(**shape, max_position_embeddings=4096, tie_word_embeddings=True, rope_theta=1e6,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=None)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config.pad_token_id = 0
-    model.generation_config.eos_token_id = 1
-    return model
+    return build_qwen2(seed=seed, **shape, max_position_embeddings=4096, rope_theta=1e6)
 
 
 class Checks:

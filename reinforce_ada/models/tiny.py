@@ -8,6 +8,7 @@ seconds on a CPU. Each character is one token; ``<eos>`` ends a completion and `
 from __future__ import annotations
 
 import string
+from typing import Any
 
 TINY_VOCAB: list[str] = ["<pad>", "<eos>", "<unk>"] + list(string.digits + string.ascii_letters + " +-*/=()?.,:;!'\"\n")
 """Special tokens first (pad=0, eos=1, unk=2), then one token per character."""
@@ -29,13 +30,18 @@ def build_char_tokenizer():
 def build_tiny_model(vocab_size: int = len(TINY_VOCAB), *, hidden_size: int = 64, num_layers: int = 2,
                      num_heads: int = 4, max_positions: int = 64, seed: int = 0):
     """A randomly initialised ``Qwen2ForCausalLM`` of ~0.1M parameters (deterministic for a given seed)."""
+    return build_qwen2(seed=seed, vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=3 * hidden_size,
+                       num_hidden_layers=num_layers, num_attention_heads=num_heads,
+                       num_key_value_heads=max(1, num_heads // 2), max_position_embeddings=max_positions)
+
+
+def build_qwen2(seed: int = 0, **config_fields: Any):
+    """A randomly initialised ``Qwen2ForCausalLM`` (float32, CPU) of the shape ``config_fields`` give, with the char
+    tokenizer's special ids (pad 0, eos 1, no bos) and tied embeddings; deterministic for a given seed."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=3 * hidden_size,
-                         num_hidden_layers=num_layers, num_attention_heads=num_heads,
-                         num_key_value_heads=max(1, num_heads // 2), max_position_embeddings=max_positions,
-                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    config = Qwen2Config(**config_fields, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=None)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
