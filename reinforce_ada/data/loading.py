@@ -187,7 +187,7 @@ def _read_rows(source: str | Path, split: str) -> tuple[list[dict], list[str], W
         if suffix == ".parquet":
             rows, lines = _read_parquet(path), None
         else:
-            reader = {".jsonl": _read_jsonl, ".json": _read_json, ".csv": _read_csv}[suffix]
+            reader = {".jsonl": read_jsonl, ".json": _read_json, ".csv": _read_csv}[suffix]
             rows, lines = reader(path, read_utf8_text(path))
         return rows, _columns(rows), _where(lines)
     if path.is_dir():
@@ -211,7 +211,11 @@ def _columns(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(key for row in rows for key in row))
 
 
-def _read_jsonl(path: Path, text: str) -> tuple[list[dict], list[int]]:
+def read_jsonl(path: str | Path, text: str | None = None) -> tuple[list[dict], list[int]]:
+    """The JSON objects of a JSONL file (``text``: its contents, if already read) and the line number of each; a line
+    that is not a JSON object is a :class:`DataError` naming the file and line. Blank lines are skipped."""
+    path = Path(path)
+    text = read_utf8_text(path) if text is None else text
     rows, lines = [], []
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from reinforce_ada.data.loading import read_utf8_text
+from reinforce_ada.data.loading import read_jsonl
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.memory import prompt_key
 from reinforce_ada.sampler import generate_with_retries, score, validate_prompts
@@ -89,13 +89,8 @@ def write_pass_rates(path: str | Path, estimates: list[PassRateEstimate]) -> Non
 def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
     """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``."""
     out = []
-    for line_number, line in enumerate(read_utf8_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{line_number}: not JSON ({err})") from None
+    rows, lines = read_jsonl(path)
+    for row, line_number in zip(rows, lines):
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
             raise DataError(f"{path}:{line_number}: no 'prompt', 'question', 'problem' or 'messages' field")
