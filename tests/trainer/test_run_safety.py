@@ -18,18 +18,12 @@ from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.run_folder import CheckpointError, RunFolderError, truncate_metrics, write_atomic
 from reinforce_ada.training import Trainer
 from reinforce_ada.types import Prompt
-from trainer_fixtures import addition_prompts, digit_verifier
+from trainer_fixtures import addition_prompts, digit_verifier, small_config
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
-def small_config(folder, **overrides):
-    values = dict(model="injected", max_steps=2, batch_size=4, samples_per_round=4, max_rounds=2, group_size=4,
-                  max_new_tokens=4, eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder),
-                  num_threads=1)
-    values.update(overrides)
-    return TrainConfig(**values)
 
 
 def setup(verifier=digit_verifier, evaluate=True):

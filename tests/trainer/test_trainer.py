@@ -7,15 +7,9 @@ from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.training import Trainer
 
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from trainer_fixtures import addition_prompts, digit_verifier
+from trainer_fixtures import addition_prompts, digit_verifier, small_config
 
 
-def small_config(tmp_path, **overrides):
-    values = dict(model="injected", max_steps=2, batch_size=4, samples_per_round=4, max_rounds=2, group_size=4,
-                  max_new_tokens=4, eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(tmp_path),
-                  num_threads=1)
-    values.update(overrides)
-    return TrainConfig(**values)
 
 
 @pytest.mark.parametrize("strategy", ["ada-balanced", "grpo", "dapo"])

@@ -2,6 +2,7 @@
 
 import random
 
+from reinforce_ada.config import TrainConfig
 from reinforce_ada.types import Prompt
 
 
@@ -18,3 +19,12 @@ def digit_verifier(prompts, completions):
     """Reward 1 when the completion starts with the answer's first digit: easy enough that a random tiny model
     gets some right, so every test step has signal."""
     return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
+
+
+def small_config(folder, **overrides) -> TrainConfig:
+    """A few cheap steps of the tiny model (model="injected": the test passes the model in)."""
+    values = dict(model="injected", max_steps=2, batch_size=4, samples_per_round=4, max_rounds=2, group_size=4,
+                  max_new_tokens=4, eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder),
+                  num_threads=1)
+    values.update(overrides)
+    return TrainConfig(**values)
