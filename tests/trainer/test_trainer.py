@@ -128,8 +128,9 @@ def test_plot_command_overlays_runs(tmp_path, tiny_setup, capsys):
 def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_path, tiny_setup):
     tiny_setup["verifier"] = parity_verifier
     before = {k: v.clone() for k, v in tiny_setup["model"].state_dict().items()}
-    config = small_config(tmp_path, sampler="streaming", memory=True, max_steps=2, min_signal_rate=0.05,
-                          sample_budget=48, memory_max_evidence=64.0, memory_half_life=16.0)
+    config = small_config(tmp_path, max_steps=2, sampler={
+        "mode": "streaming", "streaming": {"min_signal_rate": 0.05, "budget": 48},
+        "memory": {"enabled": True, "max_evidence": 64.0, "half_life": 16.0}})
     trainer = Trainer(config, **tiny_setup)
     options = trainer.sampler.options
     assert (options.min_signal_rate, options.budget) == (0.05, 48)
@@ -141,18 +142,20 @@ def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_pat
 
 
 def test_streaming_options_are_checked_up_front():
-    with pytest.raises(ConfigError, match="sampler"):
-        TrainConfig(sampler="async")
+    with pytest.raises(ConfigError, match="mode='async' is not one of"):
+        TrainConfig(sampler={"mode": "async"})
+    with pytest.raises(ConfigError, match="sampler.mode"):  # the old spelling names the new one
+        TrainConfig(sampler="streaming")
     with pytest.raises(ConfigError, match="streaming"):
-        TrainConfig(sampler="streaming", strategy="grpo")
+        TrainConfig(sampler={"mode": "streaming"}, strategy="grpo")
     with pytest.raises(ConfigError, match="memory"):
-        TrainConfig(skip_below=0.1)
+        TrainConfig(sampler={"streaming": {"skip_below": 0.1}})
     with pytest.raises(ConfigError, match="min_signal_rate"):
-        TrainConfig(min_signal_rate=1.5)
-    with pytest.raises(ConfigError, match="sample_budget=3 is below group_size=4"):
-        TrainConfig(sample_budget=3)
-    with pytest.raises(ConfigError, match="memory_max_evidence"):
-        TrainConfig(memory_max_evidence=0.0)
+        TrainConfig(sampler={"streaming": {"min_signal_rate": 1.5}})
+    with pytest.raises(ConfigError, match="streaming.budget=3 is below group_size=4"):
+        TrainConfig(sampler={"streaming": {"budget": 3}})
+    with pytest.raises(ConfigError, match="memory.max_evidence must be positive"):
+        TrainConfig(sampler={"memory": {"max_evidence": 0.0}})
 
 
 def test_device_and_strategy_fields_are_checked():
@@ -194,7 +197,7 @@ def test_the_old_trainer_module_re_exports_the_training_package():
     """``reinforce_ada.trainer`` is kept for existing imports: the same objects as their new homes."""
     import reinforce_ada.trainer as old
     from reinforce_ada.data.stream import PromptStream
-    from reinforce_ada.training import MetricsWriter, latest_checkpoint, make_sampler
+    from reinforce_ada.training import MetricsWriter, latest_checkpoint
 
-    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint, old.make_sampler) == (
-        Trainer, PromptStream, MetricsWriter, latest_checkpoint, make_sampler)
+    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint) == (
+        Trainer, PromptStream, MetricsWriter, latest_checkpoint)
