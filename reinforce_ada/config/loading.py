@@ -106,6 +106,16 @@ def _leaves(cls: type, prefix: str = "") -> dict[str, tuple[type, str]]:
     return out
 
 
+def _section_paths(cls: type, prefix: str = "") -> dict[str, type]:
+    """Every nested section of the tree under ``cls``, by dotted name: ``{"sampler": SamplerConfig,
+    "sampler.streaming": StreamingConfig, ...}``."""
+    out: dict[str, type] = {}
+    for name, section in _sections(cls).items():
+        out[prefix + name] = section
+        out.update(_section_paths(section, f"{prefix}{name}."))
+    return out
+
+
 def flat_aliases(cls: type) -> dict[str, str]:
     """Flat spellings of a section's own fields, generated from the tree: ``{"group_size": "sampler.group_size",
     ...}`` -- every direct (non-section) field of a top-level section whose name is not also a top-level field
@@ -134,13 +144,18 @@ def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]
     known = sorted(set(leaves) | set(aliases) | set(_sections(cls)))
     spelled: dict[str, str] = {}
     unknown = []
+    paths = _section_paths(cls)
     for key in flat:
-        if key in _sections(cls) and not isinstance(flat[key], dict):
-            hint = f"; `{key}: {flat[key]}` is now `{renamed[key]}: {flat[key]}`" if key in renamed else ""
-            raise ConfigError(f"{where}`{key}` is a section: give its fields as a mapping (`{key}: {{field: value}}` "
-                              f"in YAML, `--{key}.<field>` on the command line){hint}")
+        if key in paths and not isinstance(flat[key], dict):
+            if key in renamed:
+                raise ConfigError(f"{where}`{key}` is a section: give its fields as a mapping (`{key}: {{field: "
+                                  f"value}}` in YAML, `--{key}.<field>` on the command line); `{key}: {flat[key]}` is "
+                                  f"now `{renamed[key]}: {flat[key]}`")
+            raise ConfigError(f"{where}config field `{key}`: expected a mapping of {paths[key].__name__} fields, got "
+                              f"{type(flat[key]).__name__} {flat[key]!r}")
         if key in renamed:
-            raise ConfigError(f"{where}config field `{key}` was renamed: it is now `{renamed[key]}`")
+            option = "--" + renamed[key].replace("_", "-")
+            raise ConfigError(f"{where}config field `{key}` was renamed: it is now `{renamed[key]}` ({option})")
         dotted = aliases.get(key, key)
         if dotted not in leaves and dotted not in _sections(cls):
             unknown.append(key)

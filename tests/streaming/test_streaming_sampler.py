@@ -315,3 +315,22 @@ def test_memory_and_min_signal_rate_move_budget_to_promising_prompts():
         StreamingScheduler([fresh], cfg, StreamingOptions(budget=3))
     with pytest.raises(ConfigError, match="min_signal_rate"):
         StreamingOptions(min_signal_rate=1.5)
+
+
+def test_the_config_tree_streaming_section_has_the_scheduler_options_defaults():
+    """``SamplerConfig.streaming`` (what a run sets) and the scheduler's StreamingOptions (which also holds research
+    knobs) share these fields; their defaults must agree, and the factory passes every one of them through."""
+    from dataclasses import fields
+
+    from reinforce_ada.config import StreamingConfig
+
+    options = {f.name: f.default for f in fields(StreamingOptions)}
+    section = {f.name: f.default for f in fields(StreamingConfig)}
+    assert set(section) <= set(options)
+    assert {name: options[name] for name in section} == section
+    chosen = StreamingConfig(allocation="fixed", target=0.5, give_up_below=0.1, min_signal_rate=0.2, budget=40,
+                             max_in_flight=7, skip_below=0.3, cap_below=0.4)
+    sampler = build_sampler(SamplerConfig(mode="streaming", streaming=chosen, memory={"enabled": True}),
+                            TokenEngine(), text_verifier)
+    assert {name: getattr(sampler.options, name) for name in section} == chosen.options()
+    assert sampler.options.fill_idle is True  # an async engine keeps StreamingOptions' default
