@@ -104,7 +104,8 @@ def test_nested_sampler_settings_from_yaml_and_the_command_line(tmp_path, capsys
 @pytest.mark.parametrize("argv, message", [
     (["--group-size", "2", "--sampler.group-size", "4"],
      "`group_size` and `sampler.group_size` are the same setting (sampler.group_size); give one"),
-    (["--streaming-target", "0.4"], "config field `streaming_target` was renamed: it is now `sampler.streaming.target`"),
+    (["--streaming-target", "0.4"],
+     "config field `streaming_target` was renamed: it is now `sampler.streaming.target` (--sampler.streaming.target)"),
     (["--memory"], "config field `memory` was renamed: it is now `sampler.memory.enabled`"),
     (["--sampler", "streaming"], "`sampler: streaming` is now `sampler.mode: streaming`"),
     (["--sampler.exit-rule", "positive"],

@@ -254,7 +254,7 @@ def add_config_arguments(parser: Any, cls: type) -> None:
                 parser.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
             else:
                 kind = int if int in members else float if float in members else str
-                parser.add_argument(option, type=kind, **kwargs)
+                parser.add_argument(option, type=kind, metavar=name.upper(), **kwargs)
     for old, new in _renamed(cls).items():  # old spellings: accepted by the parser, refused by load_config
         parser.add_argument("--" + old.replace("_", "-"), dest=old, nargs="?", default=argparse.SUPPRESS,
                             help=argparse.SUPPRESS)

@@ -122,10 +122,11 @@ class TrainConfig:
     """Stop the run when at least this share of a step's (or an evaluation's) completions could not be scored (the
     verifier raised, timed out or returned None). 1.0: only when all of them failed; values above 1 never stop."""
 
-    # -- sampling (the paper's names) --------------------------------------------------------------------------------
+    # -- sampling (the sampler tree: config/sampler.py, config/streaming.py) --------------------------------------
     strategy: str = "ada-balanced"
     """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``ada-budget`` (a fixed sample budget per step spread by
-    predicted value; see ``sample_budget_per_step``), ``grpo`` (one round of n) or ``dapo`` (dynamic sampling)."""
+    predicted value; see ``sampler.sample_budget_per_step``), ``grpo`` (one round of n) or ``dapo`` (dynamic
+    sampling). What each sets in ``sampler``: :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
     batch_size: int | None = None
     """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     sampler: SamplerConfig = field(default_factory=dict)  # type: ignore[assignment]
@@ -219,8 +220,8 @@ class TrainConfig:
                               f"sampler.mode (--sampler.mode {self.sampler})")
         _check_types(self)
         self._resolve_model_defaults()
-        positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size", "max_steps", "lora_r",
-                         "dapo_max_batches", "eval_samples", "task_digits")
+        positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
+                         "max_steps", "lora_r", "dapo_max_batches", "eval_samples", "task_digits")
         for name in positive_ints:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -79,8 +79,8 @@ class Trainer:
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
         if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
             raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
-                              f"candidate prompts per step (batch_size={cfg.batch_size}), but the training set has only "
-                              f"{len(self.stream.prompts)}")
+                              f"candidate prompts per step (batch_size={cfg.batch_size}), but the training set has "
+                              f"only {len(self.stream.prompts)}")
 
         if model is None:
             model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task)

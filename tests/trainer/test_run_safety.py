@@ -85,7 +85,8 @@ def test_comparisons_that_fail_inside_the_verifier_count_as_failures(tmp_path):
 
     with pytest.raises(RunStopped, match=r"^step 1: the verifier 'BrokenCompare' could not score 64 of 64 completions "
                                          r".*64 comparison\(s\) failed inside the verifier"):
-        Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 4}), **setup(BrokenCompare(), evaluate=False)).train()
+        Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 4}),
+                **setup(BrokenCompare(), evaluate=False)).train()
 
 
 def test_the_failure_rate_limit_is_configurable(tmp_path):
