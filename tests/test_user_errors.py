@@ -169,6 +169,11 @@ def test_unknown_and_repeated_yaml_keys_are_named(tmp_path, capsys, no_trainer):
     assert code == 2
     assert one_error_line(err) == (f"error: {path}: unknown config field(s) `batch_sise` (did you mean `batch_size`?), "
                                    "`learning_rat` (did you mean `learning_rate`?), `zzz` for TrainConfig")
+    path = yaml_file(tmp_path, "sampler:\n  exit_rul: mixed\n  streaming: {targt: 0.4}\n")  # in a section too
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err) == (
+        f"error: {path}: unknown config field(s) `sampler.exit_rul` (did you mean `sampler.exit_rule`?), "
+        "`sampler.streaming.targt` (did you mean `sampler.streaming.target`?) for TrainConfig")
     path = yaml_file(tmp_path, "seed: 1\nmax_steps: 2\nseed: 3\n")
     code, err = run(capsys, "train", "--config", str(path))
     assert code == 2 and one_error_line(err) == (f"error: {path}:3:1: invalid YAML: key 'seed' appears twice "
