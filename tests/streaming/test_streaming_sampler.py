@@ -205,6 +205,11 @@ def test_build_sampler_kinds():
     # a synchronous batch cannot be interrupted: what was cancelled after generation is generated but not drawn
     assert batch.metrics["total_samples"] <= gen.num_generated
     assert gen.num_generated <= batch.metrics["total_samples"] + batch.metrics["num_cancelled"]
+    budget = build_sampler(SamplerConfig(allocation="budget", exit_rule="mixed", memory={"max_evidence": 64.0}), gen,
+                           simulated_verifier)  # budget mode keeps a memory decayed per visit, not per step
+    assert type(budget) is AdaptiveSampler and (budget.memory.half_life, budget.memory.max_evidence) == (None, 64.0)
+    with pytest.raises(ConfigError, match="memory.seed, streaming.skip_below and streaming.cap_below need"):
+        SamplerConfig(memory={"seed": "rates.jsonl"})  # outside budget mode the seed needs memory.enabled
     with pytest.raises(ConfigError, match="mode='nope' is not one of"):
         SamplerConfig(mode="nope")
     with pytest.raises(ValueError, match=r"streaming options \['fill_idle'\] need mode='streaming'"):

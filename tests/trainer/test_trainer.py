@@ -167,6 +167,31 @@ def test_device_and_strategy_fields_are_checked():
     assert TrainConfig(strategy="ada-positive").sampler_config().exit_rule == "positive"
 
 
+def test_the_strategy_table_fills_in_the_sampler_and_refuses_contradictions():
+    from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
+
+    grpo = TrainConfig(strategy="grpo", seed=7, sampler={"group_size": 8, "normalize_std": True}).sampler
+    assert (grpo.samples_per_round, grpo.max_rounds, grpo.group_size, grpo.exit_rule, grpo.selection, grpo.advantage,
+            grpo.normalize_std, grpo.seed) == (8, 1, 8, "once", "random", "group", True, 7)
+    dapo = TrainConfig(strategy="dapo", batch_size=6, dapo_max_batches=3).sampler_config()
+    assert isinstance(dapo, DynamicSamplingConfig)
+    assert (dapo.batch_size, dapo.group_size, dapo.max_generation_batches) == (6, 4, 3)
+    budget = TrainConfig(strategy="ada-budget", sampler={"min_positive": 2, "on_verifier_failure": "drop"}).sampler
+    assert (budget.exit_rule, budget.allocation, budget.min_positive, budget.on_verifier_failure) == (
+        "mixed", "budget", 2, "drop")
+    # a built SamplerConfig: the fields that differ from SamplerConfig's defaults count as given
+    assert TrainConfig(strategy="ada-positive", sampler=SamplerConfig(min_positive=3)).sampler.exit_rule == "positive"
+    with pytest.raises(ConfigError, match=r"^sampler.exit_rule='mixed' contradicts strategy='ada-positive', which "
+                                          r"sets sampler.exit_rule='positive'$"):
+        TrainConfig(strategy="ada-positive", sampler=SamplerConfig(exit_rule="mixed"))
+    with pytest.raises(ConfigError, match="sampler.advantage='pool' contradicts strategy='grpo'"):
+        TrainConfig(strategy="grpo", sampler={"advantage": "pool"})
+    with pytest.raises(ConfigError, match=r"sampler.seed=3 contradicts the trainer's seed.*give seed instead"):
+        TrainConfig(seed=1, sampler={"seed": 3})
+    with pytest.raises(ConfigError, match="sampler.allocation='budget' is strategy='ada-budget'"):
+        TrainConfig(strategy="ada-balanced", sampler={"allocation": "budget"})
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
 def test_asking_for_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
     monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
