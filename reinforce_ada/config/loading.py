@@ -141,7 +141,7 @@ def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]
 
     where = f"{source}: " if source else ""
     aliases, renamed, leaves = flat_aliases(cls), _renamed(cls), _leaves(cls)
-    known = sorted(set(leaves) | set(aliases) | set(_sections(cls)))
+    known = sorted(set(leaves) | set(aliases))
     spelled: dict[str, str] = {}
     unknown = []
     paths = _section_paths(cls)
@@ -157,7 +157,7 @@ def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]
             option = "--" + renamed[key].replace("_", "-")
             raise ConfigError(f"{where}config field `{key}` was renamed: it is now `{renamed[key]}` ({option})")
         dotted = aliases.get(key, key)
-        if dotted not in leaves and dotted not in _sections(cls):
+        if dotted not in leaves:
             unknown.append(key)
             continue
         if dotted in spelled:
@@ -175,12 +175,7 @@ def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]
         target = nested
         for part in path:
             target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ConfigError(f"{where}`{part}` is a section: give its fields, e.g. `{dotted}`")
-        if name in target and isinstance(target[name], dict) and isinstance(flat[key], dict):
-            target[name].update(flat[key])
-        else:
-            target[name] = flat[key]
+        target[name] = flat[key]
     return nested
 
 
@@ -223,7 +218,7 @@ def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | 
         loaded = _nest(cls, _flatten(cls, read_config_file(path)), path)
         _check_types(cls, loaded, path)
         values = loaded
-    given = _nest(cls, dict(overrides or {}), None)
+    given = _nest(cls, _flatten(cls, dict(overrides or {})), None)
     _check_types(cls, given, None)
     return cls(**_merge(values, given))
 
