@@ -126,6 +126,9 @@ def test_flat_sampler_keywords_in_python_name_the_nested_spelling():
     with pytest.raises(ConfigError, match=r"unknown config field\(s\) `streaming.targt` \(did you mean "
                                           r"`streaming.target`\?\)"):
         TrainConfig(sampler={"streaming": {"targt": 0.4}})
+    with pytest.raises(ConfigError, match=r"unknown config field\(s\) `sampler.exit_rul` \(did you mean "
+                                          r"`sampler.exit_rule`\?\)"):
+        TrainConfig(sampler={"exit_rul": "mixed"})
 
 
 def test_yaml_scientific_notation_is_a_number(tmp_path):

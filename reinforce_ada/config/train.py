@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reinforce_ada.config.checks import _check_choice, _check_types
-from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig
+from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
 from reinforce_ada.config.strategies import RENAMED, STRATEGIES, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
 
@@ -246,7 +246,8 @@ class TrainConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (got {getattr(self, name)})")
         _check_choice("strategy", self.strategy, list(STRATEGIES))
-        self.sampler = SamplerConfig(**strategy_sampler_values(self.strategy, self.seed, self.sampler))
+        values = strategy_sampler_values(self.strategy, self.seed, self.sampler)
+        self.sampler = section(SamplerConfig, values, "sampler")
         if self.sampler.mode == "streaming" and self.strategy not in ("ada-balanced", "ada-positive", "ada-mixed"):
             raise ConfigError(f"sampler.mode='streaming' runs the ada-balanced/positive/mixed strategies, not "
                               f"strategy={self.strategy!r} (ada-budget runs on sampler.mode='rounds')")
