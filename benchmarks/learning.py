@@ -43,42 +43,50 @@ from pathlib import Path
 import numpy as np
 
 PAPER_STRATEGIES = ("grpo", "ada-positive", "ada-balanced")
-STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
+STREAM_ONE_AT_A_TIME = dict(mode="streaming", streaming=dict(allocation="fixed"), samples_per_round=1)
+"""One sample per request without a round barrier (the streaming sampler on the HF backend)."""
+
+
+def _stream(strategy: str, max_rounds: int, **sampler) -> dict:
+    return dict(strategy=strategy, sampler=dict(STREAM_ONE_AT_A_TIME, max_rounds=max_rounds, **sampler))
+
+
+def _budget(**sampler) -> dict:
+    return dict(strategy="ada-budget", sampler=sampler)
+
+
+STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's under "sampler")
     "grpo": dict(strategy="grpo"),
     "ada-positive": dict(strategy="ada-positive"),
     "ada-balanced": dict(strategy="ada-balanced"),
     # beyond the paper (docs/beyond_the_paper.md)
     "ada-mixed": dict(strategy="ada-mixed"),  # exit at one positive and one negative, rounds of M=8
-    # one sample per request without a round barrier (the streaming sampler on the HF backend), paper's rule / mixed
-    "stream-balanced": dict(strategy="ada-balanced", sampler="streaming", streaming_allocation="fixed",
-                            samples_per_round=1, max_rounds=32),
-    "stream-mixed": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
-                         samples_per_round=1, max_rounds=32),
+    # one sample per request without a round barrier, paper's rule / mixed
+    "stream-balanced": _stream("ada-balanced", 32),
+    "stream-mixed": _stream("ada-mixed", 32),
     # the same with at most 8 samples per prompt (2x GRPO's): hopeless prompts cost 8, not 32
-    "stream-mixed-cap8": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
-                              samples_per_round=1, max_rounds=8),
-    "stream-mixed-cap6": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
-                              samples_per_round=1, max_rounds=6),
+    "stream-mixed-cap8": _stream("ada-mixed", 8),
+    "stream-mixed-cap6": _stream("ada-mixed", 6),
     # budget mode (branch budget): GRPO's samples per step (or --budget), spread by predicted value, mixed exit rule
-    "ada-budget": dict(strategy="ada-budget"),
-    "ada-budget-probe2": dict(strategy="ada-budget", budget_probe=2),  # 2 samples first, re-planned once scored
-    "ada-budget-2x": dict(strategy="ada-budget", sample_budget_per_step="2x"),  # twice GRPO's samples per step
+    "ada-budget": _budget(),
+    "ada-budget-probe2": _budget(budget_probe=2),  # 2 samples first, re-planned once scored
+    "ada-budget-2x": _budget(sample_budget_per_step="2x"),  # twice GRPO's samples per step
     # a 2-sample probe that already holds both classes stops there, as a short group with signal
-    "ada-budget-probe2-min2": dict(strategy="ada-budget", budget_probe=2, budget_min_group=2),
+    "ada-budget-probe2-min2": _budget(budget_probe=2, budget_min_group=2),
     # over-draw: k x --batch-size candidate prompts per step, GRPO's samples for --batch-size of them, given to the
     # candidates the cross-step memory rates most likely to give signal (needs a recurring set: --train-prompts)
-    "ada-budget-od1.5": dict(strategy="ada-budget", budget_overdraw=1.5),
-    "ada-budget-od2": dict(strategy="ada-budget", budget_overdraw=2.0),
-    "ada-budget-od3": dict(strategy="ada-budget", budget_overdraw=3.0),
-    "ada-budget-od2-probe2": dict(strategy="ada-budget", budget_overdraw=2.0, budget_probe=2),
-    "ada-budget-od2-mg2": dict(strategy="ada-budget", budget_overdraw=2.0, budget_probe=2, budget_min_group=2),
-    "ada-budget-od2-hl8": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
-    "ada-budget-od3-hl8": dict(strategy="ada-budget", budget_overdraw=3.0, budget_half_life=8.0),
-    "ada-budget-od2-hlinf": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=None),  # never forgets
+    "ada-budget-od1.5": _budget(budget_overdraw=1.5),
+    "ada-budget-od2": _budget(budget_overdraw=2.0),
+    "ada-budget-od3": _budget(budget_overdraw=3.0),
+    "ada-budget-od2-probe2": _budget(budget_overdraw=2.0, budget_probe=2),
+    "ada-budget-od2-mg2": _budget(budget_overdraw=2.0, budget_probe=2, budget_min_group=2),
+    "ada-budget-od2-hl8": _budget(budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
+    "ada-budget-od3-hl8": _budget(budget_overdraw=3.0, budget_half_life=8.0),
+    "ada-budget-od2-hlinf": _budget(budget_overdraw=2.0, budget_half_life=None),  # never forgets
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
-    "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
-                                samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,
-                                memory=True, memory_half_life=8.0),
+    "stream-mixed-priced": _stream("ada-mixed", 32, streaming=dict(allocation="fixed", min_signal_rate=0.015,
+                                                                   budget=128),
+                                   memory=dict(enabled=True, half_life=8.0)),
 }
 GROUP_SIZE = 4
 """n: every strategy here keeps groups of 4 (TrainConfig's default), GRPO draws exactly that per prompt."""
@@ -164,11 +172,12 @@ def train_config(task: str, strategy: str, lr: float, seed: int, args: argparse.
     from reinforce_ada.config import TrainConfig
 
     fields = dict(STRATEGIES[strategy])
+    sampler = fields["sampler"] = dict(fields.get("sampler", {}))
     if args.budget is not None and fields.get("strategy") == "ada-budget":
-        fields["sample_budget_per_step"] = args.budget
-    elif isinstance(fields.get("sample_budget_per_step"), str):  # "<k>x": k times GRPO's samples per step
-        fields["sample_budget_per_step"] = int(float(fields["sample_budget_per_step"][:-1]) * GROUP_SIZE
-                                               * args.batch_size)
+        sampler["sample_budget_per_step"] = args.budget
+    elif isinstance(sampler.get("sample_budget_per_step"), str):  # "<k>x": k times GRPO's samples per step
+        sampler["sample_budget_per_step"] = int(float(sampler["sample_budget_per_step"][:-1]) * GROUP_SIZE
+                                                * args.batch_size)
     return TrainConfig(task=task, seed=seed, max_steps=args.steps, eval_steps=args.eval_every,
                        batch_size=args.batch_size, learning_rate=lr, output_dir=str(out),
                        eval_prompts=args.eval_prompts, num_threads=args.threads, **fields)

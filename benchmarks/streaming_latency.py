@@ -84,7 +84,7 @@ def hf_part(args):
             if name == "round-based":
                 sampler = AdaptiveSampler(gen, verifier, cfg)
             else:
-                # fill_idle off: a synchronous HF batch cannot be cancelled (what make_sampler does too)
+                # fill_idle off: a synchronous HF batch cannot be cancelled (what the sampler factory does too)
                 sampler = StreamingSampler(AsyncHFEngine(gen, max_batch_size=256), verifier, cfg,
                                            StreamingOptions(max_in_flight=256, fill_idle=False))
             start = time.perf_counter()

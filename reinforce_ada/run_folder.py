@@ -75,7 +75,8 @@ def _written_by_a_run(path: Path) -> bool:
     """``config.json`` / ``summary.json`` / ``plots`` count only when the trainer wrote them (a user's own
     ``config.json`` is never deleted by ``overwrite``; see :func:`check_run_folder`)."""
     if path.name == "config.json":
-        return {"strategy", "samples_per_round", "output_dir"} <= _json_keys(path)
+        keys = _json_keys(path)  # this version's nested sampler section, or an earlier version's flat fields
+        return {"strategy", "output_dir"} <= keys and bool({"sampler", "samples_per_round"} & keys)
     if path.name == "summary.json":
         return {"total_samples", "steps", "accuracy_after"} <= _json_keys(path)
     if path.name == "plots":
@@ -238,10 +239,37 @@ def write_atomic(path: Path, text: str) -> None:
         raise OSError(err.errno, f"could not write {path}: {err.strerror or err}") from err
 
 
+_DERIVED = frozenset({"sampler.seed"})
+"""Set from another field (the trainer's ``seed``), which is compared itself."""
+
+
+def _dotted(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config's nested sections flattened to dotted names (``sampler.streaming.target``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
 def resume_changes(saved: dict[str, Any], config: Any) -> dict[str, tuple[Any, Any]]:
-    """Fields whose value differs from the checkpoint's config: ``{name: (saved, now)}``."""
-    now = asdict(config)
-    return {k: (saved[k], now[k]) for k in now if k in saved and saved[k] != now[k] and k not in _RUN_CONTROL}
+    """Fields whose value differs from the checkpoint's config: ``{name: (saved, now)}``, sections' fields by
+    dotted name."""
+    now, before = _dotted(asdict(config)), _dotted(saved)
+    return {k: (before[k], now[k]) for k in now
+            if k in before and before[k] != now[k] and k not in _RUN_CONTROL and k not in _DERIVED}
+
+
+def check_config_format(latest: Path, saved: dict[str, Any]) -> None:
+    """A checkpoint written before the sampler settings moved into the ``sampler`` section (flat ``group_size``,
+    ``streaming_target``, ``sampler: rounds``, ...) cannot be compared setting by setting: refused, saying so."""
+    if not isinstance(saved.get("sampler"), dict):
+        raise RunFolderError(f"--resume: {latest} was written by an earlier version of reinforce-ada, whose config "
+                             f"holds the sampler's settings flat (no `sampler` section); this version cannot resume "
+                             f"it. Finish that run with the version that started it, or start a new run here "
+                             f"(--overwrite) or in another --output-dir")
 
 
 def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
@@ -277,6 +305,7 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
         check_metrics_agree(folder, latest, state)
     except CheckpointError as err:
         raise unusable(latest, str(err)) from None
+    check_config_format(latest, state["config"])
     changes = resume_changes(state["config"], config)
     guarded = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
     if guarded and not config.force_resume_changes:

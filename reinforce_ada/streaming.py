@@ -35,19 +35,18 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
+from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler, _check_backends, score, validate_prompts
+from reinforce_ada.sampler import AdaptiveSampler, score, validate_prompts
 from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.sampling.scheduler import SampleRequest, StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt, PromptId, SampledBatch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncEngine", "SampleRequest", "StreamingOptions", "StreamingSampler", "StreamingScheduler",
-           "build_sampler", "make_sampler"]
+__all__ = ["AsyncEngine", "SampleRequest", "StreamingOptions", "StreamingSampler", "StreamingScheduler"]
 
 
 @runtime_checkable
@@ -180,70 +179,3 @@ class StreamingSampler(AdaptiveSampler):
         if self.memory is not None and "memory" in state:
             self.memory.load_state_dict(state["memory"])
 
-
-def make_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig | DynamicSamplingConfig | None = None,
-                 *, options: StreamingOptions | None = None, memory: PassRateMemory | None = None,
-                 **option_overrides: Any):
-    """Build a sampler by name.
-
-    ``kind``: ``"adaptive"`` (round-based, the paper's loop; also ``"rounds"``), ``"dynamic"`` (DAPO; needs a
-    :class:`DynamicSamplingConfig`) or ``"streaming"``. For ``"streaming"``, ``generator`` is either an
-    :class:`AsyncEngine` or a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (e.g. ``HFGenerator``),
-    which is wrapped in :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine` (with ``fill_idle=False``
-    unless given: its batches cannot be cancelled); ``option_overrides`` are :class:`StreamingOptions` fields.
-    """
-    if kind in ("adaptive", "rounds"):
-        if options is not None or memory is not None or option_overrides:
-            raise ValueError(f"sampler {kind!r} takes no streaming options or memory; use kind='streaming'")
-        return AdaptiveSampler(generator, verifier, config)
-    if kind == "dynamic":
-        if not isinstance(config, DynamicSamplingConfig):
-            raise ValueError("sampler 'dynamic' needs a DynamicSamplingConfig")
-        return DynamicSampler(generator, verifier, config)
-    if kind == "streaming":
-        if isinstance(config, DynamicSamplingConfig):
-            raise ValueError("sampler 'streaming' takes a SamplerConfig, not a DynamicSamplingConfig")
-        if options is not None and option_overrides:
-            raise ValueError("pass either options= or option keywords, not both")
-        engine = generator
-        if not callable(getattr(generator, "complete", None)):
-            from reinforce_ada.generation.async_hf import AsyncGeneratorEngine
-
-            _check_backends(generator, verifier)
-            engine = AsyncGeneratorEngine(generator)
-            # a synchronous batch cannot be cancelled: speculative tail samples would all be generated and kept
-            option_overrides.setdefault("fill_idle", False)
-        if options is None:
-            options = StreamingOptions(**option_overrides)
-        return StreamingSampler(engine, verifier, config, options, memory)
-    raise ValueError(f"unknown sampler kind {kind!r}; expected 'adaptive', 'dynamic' or 'streaming'")
-
-
-def build_sampler(kind: str, generator: Any, verifier: Any, config: SamplerConfig | DynamicSamplingConfig | None = None,
-                  *, allocation: str = "beta", target: float = 0.3, give_up_below: float = 0.0,
-                  min_signal_rate: float = 0.0, budget: int | None = None, max_in_flight: int = 256, fill_idle: bool | None = None, memory: bool = False,
-                  memory_half_life: float | None = 8.0, memory_max_evidence: float = 128.0,
-                  skip_below: float = 0.0, cap_below: float = 0.0,
-                  cap_samples: int | None = None, memory_seed: str | None = None):
-    """:func:`make_sampler` from flat settings (what a trainer config or command line holds).
-
-    ``kind="adaptive"``/``"dynamic"`` ignore the streaming settings. ``memory=True`` builds a
-    :class:`PassRateMemory` (seeded from a ``select-prompts --pass-rates`` file when ``memory_seed`` is given);
-    the sampler's ``state_dict`` then carries it. ``fill_idle=None`` picks the default for the backend.
-    """
-    if kind != "streaming":
-        return make_sampler(kind, generator, verifier, config)
-    pass_rates = None
-    if memory:
-        pass_rates = PassRateMemory(half_life=memory_half_life, max_evidence=memory_max_evidence)
-        if memory_seed:
-            logger.info("seeded pass-rate memory with %d prompts from %s", pass_rates.seed_from_file(memory_seed),
-                        memory_seed)
-    elif memory_seed or skip_below or cap_below:
-        raise ConfigError("memory_seed, skip_below and cap_below need memory=True")
-    options: dict[str, Any] = dict(allocation=allocation, target=target, give_up_below=give_up_below,
-                                   min_signal_rate=min_signal_rate, budget=budget, max_in_flight=max_in_flight, skip_below=skip_below, cap_below=cap_below,
-                                   cap_samples=cap_samples)
-    if fill_idle is not None:
-        options["fill_idle"] = fill_idle
-    return make_sampler("streaming", generator, verifier, config, memory=pass_rates, **options)

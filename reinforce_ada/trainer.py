@@ -5,6 +5,6 @@ from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.training.checkpoint import latest_checkpoint
 from reinforce_ada.training.loop import Trainer
 from reinforce_ada.training.metrics import MetricsWriter
-from reinforce_ada.training.setup import make_sampler, task_options as _task_options
+from reinforce_ada.training.setup import task_options as _task_options
 
-__all__ = ["MetricsWriter", "PromptStream", "Trainer", "latest_checkpoint", "make_sampler"]
+__all__ = ["MetricsWriter", "PromptStream", "Trainer", "latest_checkpoint"]

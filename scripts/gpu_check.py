@@ -111,8 +111,9 @@ def _train(checks: Checks, name: str, model, **overrides):
     from reinforce_ada.models import build_char_tokenizer
     from reinforce_ada.training import Trainer
 
-    settings = dict(model="tiny", task="arithmetic", max_steps=2, batch_size=8, samples_per_round=4, max_rounds=2,
-                    group_size=4, max_new_tokens=8, eval_prompts=0, learning_rate=1e-3, device=checks.device,
+    settings = dict(model="tiny", task="arithmetic", max_steps=2, batch_size=8,
+                    sampler=dict(samples_per_round=4, max_rounds=2, group_size=4), max_new_tokens=8, eval_prompts=0,
+                    learning_rate=1e-3, device=checks.device,
                     output_dir=str(checks.workdir / name), seed=0, num_threads=1 if checks.device == "cpu" else 0)
     settings.update(overrides)
     trainer = Trainer(TrainConfig(**settings), model=model, tokenizer=build_char_tokenizer(),

@@ -57,6 +57,14 @@ def yaml_file(tmp_path, text, name="run.yaml"):
     ("temperature: .nan\n", "config field `temperature`: expected a finite float, got float nan"),
     ("learning_rate: fast\n", "config field `learning_rate`: expected a finite float or None, got str 'fast'"),
     ("strategy: {name: grpo}\n", "config field `strategy`: expected str, got dict {'name': 'grpo'}"),
+    # nested sections and the flat aliases of the sampler's fields name the field by its dotted name
+    ("sampler: {group_size: 4.5}\n", "config field `sampler.group_size`: expected int, got float 4.5"),
+    ("group_size: four\n", "config field `sampler.group_size`: expected int, got str 'four'"),
+    ("sampler:\n  memory: {enabled: maybe}\n", "config field `sampler.memory.enabled`: expected bool, got str 'maybe'"),
+    ("sampler: {streaming: {target: .inf}}\n",
+     "config field `sampler.streaming.target`: expected a finite float, got float inf"),
+    ("sampler: {streaming: 0.3}\n", "config field `sampler.streaming`: expected a mapping of StreamingConfig fields, "
+                                    "got float 0.3"),
 ])
 def test_yaml_values_of_the_wrong_type_name_the_field_and_file(tmp_path, capsys, no_trainer, text, message):
     path = yaml_file(tmp_path, text)
@@ -76,6 +84,51 @@ def test_wrong_types_are_refused_from_python_too():
         SamplerConfig(positive_threshold=math.inf)
     assert TrainConfig(learning_rate=1, max_steps=3).learning_rate == 1  # an int is a float
     assert SamplerConfig(exit_rule=lambda p, n, g: p > 0).exit_rule  # a callable where one is allowed
+
+
+def test_nested_sampler_settings_from_yaml_and_the_command_line(tmp_path, capsys, no_trainer):
+    path = yaml_file(tmp_path, "strategy: ada-positive\nsampler:\n  min_positive: 2\n  streaming: {target: 0.4}\n"
+                               "samples_per_round: 6\n")
+    config = load_config(TrainConfig, str(path), {"sampler.max_rounds": 3, "group_size": 2})
+    sampler = config.sampler
+    assert (sampler.exit_rule, sampler.min_positive, sampler.samples_per_round, sampler.max_rounds,
+            sampler.group_size, sampler.streaming.target) == ("positive", 2, 6, 3, 2, 0.4)
+    args = vars(cli.build_parser().parse_args(["train", "--sampler.exit-rule", "mixed", "--group-size", "2",
+                                               "--sampler.memory.enabled", "--sampler.streaming.max-in-flight", "8"]))
+    assert {k: args[k] for k in ("sampler.exit_rule", "group_size", "sampler.memory.enabled",
+                                 "sampler.streaming.max_in_flight")} == {
+        "sampler.exit_rule": "mixed", "group_size": 2, "sampler.memory.enabled": True,
+        "sampler.streaming.max_in_flight": 8}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--group-size", "2", "--sampler.group-size", "4"],
+     "`group_size` and `sampler.group_size` are the same setting (sampler.group_size); give one"),
+    (["--streaming-target", "0.4"],
+     "config field `streaming_target` was renamed: it is now `sampler.streaming.target` (--sampler.streaming.target)"),
+    (["--memory"], "config field `memory` was renamed: it is now `sampler.memory.enabled`"),
+    (["--sampler", "streaming"], "`sampler: streaming` is now `sampler.mode: streaming`"),
+    (["--sampler.exit-rule", "positive"],
+     "sampler.exit_rule='positive' contradicts strategy='ada-balanced', which sets sampler.exit_rule='balanced'"),
+    (["--strategy", "grpo", "--samples-per-round", "8"],
+     "sampler.samples_per_round=8 contradicts strategy='grpo', which sets sampler.samples_per_round=4"),
+])
+def test_two_spellings_old_spellings_and_strategy_contradictions_are_named(capsys, no_trainer, argv, message):
+    code, err = run(capsys, "train", *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+def test_flat_sampler_keywords_in_python_name_the_nested_spelling():
+    with pytest.raises(ConfigError, match=r"`group_size` is a sampler setting: give it as `sampler.group_size`"):
+        TrainConfig(group_size=2)
+    with pytest.raises(ConfigError, match=r"`memory_seed` was renamed: it is now `sampler.memory.seed`"):
+        TrainConfig(memory_seed="rates.jsonl")
+    with pytest.raises(ConfigError, match=r"unknown config field\(s\) `streaming.targt` \(did you mean "
+                                          r"`streaming.target`\?\)"):
+        TrainConfig(sampler={"streaming": {"targt": 0.4}})
+    with pytest.raises(ConfigError, match=r"unknown config field\(s\) `sampler.exit_rul` \(did you mean "
+                                          r"`sampler.exit_rule`\?\)"):
+        TrainConfig(sampler={"exit_rul": "mixed"})
 
 
 def test_yaml_scientific_notation_is_a_number(tmp_path):
@@ -119,6 +172,11 @@ def test_unknown_and_repeated_yaml_keys_are_named(tmp_path, capsys, no_trainer):
     assert code == 2
     assert one_error_line(err) == (f"error: {path}: unknown config field(s) `batch_sise` (did you mean `batch_size`?), "
                                    "`learning_rat` (did you mean `learning_rate`?), `zzz` for TrainConfig")
+    path = yaml_file(tmp_path, "sampler:\n  exit_rul: mixed\n  streaming: {targt: 0.4}\n")  # in a section too
+    code, err = run(capsys, "train", "--config", str(path))
+    assert code == 2 and one_error_line(err) == (
+        f"error: {path}: unknown config field(s) `sampler.exit_rul` (did you mean `sampler.exit_rule`?), "
+        "`sampler.streaming.targt` (did you mean `sampler.streaming.target`?) for TrainConfig")
     path = yaml_file(tmp_path, "seed: 1\nmax_steps: 2\nseed: 3\n")
     code, err = run(capsys, "train", "--config", str(path))
     assert code == 2 and one_error_line(err) == (f"error: {path}:3:1: invalid YAML: key 'seed' appears twice "

@@ -28,10 +28,11 @@ from reinforce_ada.guards import (RunStopped, check_finite, check_prompt_lengths
                                   scored_accuracy, watch_verifier)
 from reinforce_ada.preflight import check_train_inputs
 from reinforce_ada.run_folder import check_run_folder, prepare_run_folder, record_event, write_atomic
+from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.training.checkpoint import (jsonable, load_training_state, load_weights, save_checkpoint,
                                                write_checkpoint)
-from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_sampler,
-                                          reference_model, resolve_device, seed_everything, wrap_lora)
+from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
+                                          resolve_device, seed_everything, wrap_lora)
 from reinforce_ada.training.update import ppo_update, sequences
 from reinforce_ada.training.metrics import MetricsWriter
 from reinforce_ada.types import Prompt
@@ -76,10 +77,10 @@ class Trainer:
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
-        if cfg.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
-            raise ConfigError(f"budget_overdraw={cfg.budget_overdraw:g} takes {cfg.prompts_per_step} candidate prompts "
-                              f"per step (batch_size={cfg.batch_size}), but the training set has only "
-                              f"{len(self.stream.prompts)}")
+        if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
+            raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
+                              f"candidate prompts per step (batch_size={cfg.batch_size}), but the training set has "
+                              f"only {len(self.stream.prompts)}")
 
         if model is None:
             model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task)
@@ -98,7 +99,7 @@ class Trainer:
         self.ref_model = reference_model(cfg, model) if cfg.kl_coef > 0 else None
 
         self.generator = generator if generator is not None else make_generator(cfg, model, tokenizer)
-        self.sampler = make_sampler(cfg, self.generator, self.verifier)
+        self.sampler = build_sampler(cfg.sampler_config(), self.generator, self.verifier)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         warmup = cfg.warmup_steps

@@ -1,6 +1,7 @@
 """Building the trainer's pieces from a :class:`~reinforce_ada.config.TrainConfig`: the device, the seeds, the data
 and verifier, the model (warm-started tiny model or a pretrained one, optionally with LoRA adapters), the frozen
-reference model for the KL term, the generation backend and the sampler.
+reference model for the KL term and the generation backend (the sampler comes from
+:func:`reinforce_ada.sampling.factory.build_sampler`).
 
 Each function reads only the config fields it names; the :class:`~reinforce_ada.training.loop.Trainer` calls them in
 a fixed order (the order matters: seeding comes before anything that draws random numbers).
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reinforce_ada.config import DynamicSamplingConfig, TrainConfig
+from reinforce_ada.config import TrainConfig
 from reinforce_ada.guards import verifier_options
 from reinforce_ada.preflight import NoDeviceError
 from reinforce_ada.types import Prompt
@@ -43,33 +44,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def make_sampler(config: TrainConfig, generator: Any, verifier: Any):
-    from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
-
-    sampler_config = config.sampler_config()
-    if config.sampler == "streaming":
-        from reinforce_ada.streaming import build_sampler
-
-        return build_sampler("streaming", generator, verifier, sampler_config,
-                             allocation=config.streaming_allocation, target=config.streaming_target,
-                             give_up_below=config.give_up_below, min_signal_rate=config.min_signal_rate,
-                             budget=config.sample_budget, max_in_flight=config.max_in_flight,
-                             memory=config.memory, memory_half_life=config.memory_half_life,
-                             memory_max_evidence=config.memory_max_evidence,
-                             memory_seed=config.memory_seed, skip_below=config.skip_below,
-                             cap_below=config.cap_below)
-    if isinstance(sampler_config, DynamicSamplingConfig):
-        return DynamicSampler(generator, verifier, sampler_config)
-    if sampler_config.is_budget:  # budget mode: priors from the cross-step pass-rate memory (checkpointed)
-        from reinforce_ada.memory import PassRateMemory
-
-        memory = PassRateMemory(half_life=None, max_evidence=config.memory_max_evidence)  # decays per visit
-        if config.memory_seed:
-            memory.seed_from_file(config.memory_seed)
-        return AdaptiveSampler(generator, verifier, sampler_config, memory=memory)
-    return AdaptiveSampler(generator, verifier, sampler_config)
 
 
 def task_options(config: TrainConfig) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -182,10 +184,10 @@ def test_budget_settings_are_checked():
         budget_config(budget_probe=5)
     with pytest.raises(ValueError, match="budget mode only"):
         AdaptiveSampler(ScriptedGenerator({}), ScriptedVerifier(), SamplerConfig(), memory=PassRateMemory())
-    from reinforce_ada.streaming import make_sampler
+    from reinforce_ada.sampling.factory import build_sampler
 
     with pytest.raises(ConfigError, match="round-based sampler"):
-        make_sampler("streaming", ScriptedGenerator({}), ScriptedVerifier(), budget_config())
+        build_sampler(replace(budget_config(), mode="streaming"), ScriptedGenerator({}), ScriptedVerifier())
 
 
 # -- invariants -----------------------------------------------------------------------------------------------------

@@ -6,13 +6,15 @@ come in waves of ``M``, at most ``N`` of them, and a prompt stops after the wave
 pools, same seeded selection, so the same groups and advantages.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 
-from reinforce_ada.config import SamplerConfig
+from reinforce_ada.config import SamplerConfig, StreamingConfig
 from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.streaming import make_sampler
+from reinforce_ada.sampling.factory import build_sampler
 
 
 def _script(seed: int, prompt_ids, length: int, pass_rates) -> dict:
@@ -38,8 +40,10 @@ def test_streaming_with_fixed_allocation_matches_the_round_based_sampler(exit_ru
                            selection=selection, seed=seed)
     script = _script(seed, ids, 4 * 3, pass_rates=[0.0, 0.05, 0.2, 0.5, 0.8, 1.0])
     rounds = AdaptiveSampler(ScriptedGenerator(script), ScriptedVerifier(), config).sample(make_prompts(ids))
-    streaming = make_sampler("streaming", ScriptedGenerator(script), ScriptedVerifier(), config, allocation="fixed",
-                             cancel_on_exit=False, fill_idle=False, max_in_flight=4 * 3 * len(ids))
+    streamed_config = replace(config, mode="streaming",
+                              streaming=StreamingConfig(allocation="fixed", max_in_flight=4 * 3 * len(ids)))
+    streaming = build_sampler(streamed_config, ScriptedGenerator(script), ScriptedVerifier(), cancel_on_exit=False,
+                              fill_idle=False)
     streamed = streaming.sample(make_prompts(ids))
 
     assert _summary(streamed) == _summary(rounds)

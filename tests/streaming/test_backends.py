@@ -13,7 +13,8 @@ from reinforce_ada.memory import PassRateMemory, prompt_key
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate, write_pass_rates
 from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
-from reinforce_ada.streaming import StreamingOptions, StreamingSampler, make_sampler
+from reinforce_ada.sampling.factory import build_sampler
+from reinforce_ada.streaming import StreamingOptions, StreamingSampler
 from reinforce_ada.types import Completion, Prompt
 
 
@@ -26,8 +27,8 @@ def test_streaming_sampler_on_the_tiny_hf_model():
     from reinforce_ada.generation.hf import HFGenerator
 
     generator = HFGenerator(build_tiny_model(), build_char_tokenizer(), max_new_tokens=4, seed=0)
-    sampler = make_sampler("streaming", generator, digit_verifier,
-                           SamplerConfig(samples_per_round=4, max_rounds=2, group_size=2), max_in_flight=16)
+    sampler = build_sampler(SamplerConfig(samples_per_round=4, max_rounds=2, group_size=2, mode="streaming",
+                                          streaming={"max_in_flight": 16}), generator, digit_verifier)
     assert isinstance(sampler.engine, AsyncGeneratorEngine)
     prompts = [Prompt(i, f"{i}+{i}=") for i in range(4)]
     batch = sampler.sample(prompts)

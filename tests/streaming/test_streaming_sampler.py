@@ -8,8 +8,9 @@ from reinforce_ada.core.exits import balanced
 from reinforce_ada.memory import PassRateMemory
 from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
 from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import GenerationError
-from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler, make_sampler
+from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler
 from reinforce_ada.types import Prompt
 
 from streaming_fakes import TokenEngine, text_verifier
@@ -128,8 +129,9 @@ def test_memory_skips_hopeless_prompts_and_stays_out_of_the_pools():
     memory.seed(hopeless, 0.0, 32)
     sure = Prompt(1, "q1", metadata={"pass_rate": 0.5})
     memory.seed(sure, 1.0, 32)  # memory says always right; this step it is a coin flip
-    sampler = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=memory,
-                           skip_below=0.6)  # P(any positive in 32 | Beta(1, 33)) = 1 - 33/65
+    config = SamplerConfig(mode="streaming", streaming={"skip_below": 0.6},  # P(any positive in 32 | Beta(1, 33))
+                           memory={"enabled": True})  # = 1 - 33/65
+    sampler = build_sampler(config, TokenEngine(), text_verifier, memory=memory)
     batch = sampler.sample([hopeless, sure] + prompts()[2:])
     assert batch.metrics["num_skipped"] == 2 and batch.metrics["num_empty"] == 0
     assert batch.pools[0].num_drawn == 0 and batch.pools[1].num_drawn == 0
@@ -157,11 +159,11 @@ def test_memory_sizes_the_first_request():
 
 def test_state_dict_includes_memory():
     memory = PassRateMemory()
-    sampler = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=memory)
+    sampler = build_sampler(SamplerConfig(mode="streaming"), TokenEngine(), text_verifier, memory=memory)
     sampler.sample(prompts())
     state = sampler.state_dict()
     fresh = PassRateMemory()
-    clone = make_sampler("streaming", TokenEngine(), text_verifier, SamplerConfig(), memory=fresh)
+    clone = build_sampler(SamplerConfig(mode="streaming"), TokenEngine(), text_verifier, memory=fresh)
     clone.load_state_dict(state)
     assert fresh.state_dict() == memory.state_dict()
 
@@ -189,26 +191,39 @@ def test_engine_failures_are_retried_then_end_the_step_with_the_work_done():
         StreamingSampler(Flaky(set(range(10))), text_verifier, SamplerConfig()).sample(prompts())
 
 
-def test_make_sampler_kinds():
+def test_build_sampler_kinds():
+    from reinforce_ada.config import DynamicSamplingConfig
+    from reinforce_ada.sampler import DynamicSampler
+
     gen = SimulatedGenerator(0)
-    assert isinstance(make_sampler("adaptive", gen, simulated_verifier, SamplerConfig()), AdaptiveSampler)
-    streaming = make_sampler("streaming", gen, simulated_verifier, SamplerConfig(), target=0.7)
+    assert type(build_sampler(SamplerConfig(), gen, simulated_verifier)) is AdaptiveSampler
+    assert type(build_sampler(DynamicSamplingConfig(batch_size=4), gen, simulated_verifier)) is DynamicSampler
+    streaming = build_sampler(SamplerConfig(mode="streaming", streaming={"target": 0.7}), gen, simulated_verifier)
     assert isinstance(streaming, StreamingSampler) and streaming.options.target == 0.7
     batch = streaming.sample(prompts())
     assert len(batch.pools) == len(RATES)
     # a synchronous batch cannot be interrupted: what was cancelled after generation is generated but not drawn
     assert batch.metrics["total_samples"] <= gen.num_generated
     assert gen.num_generated <= batch.metrics["total_samples"] + batch.metrics["num_cancelled"]
-    with pytest.raises(ValueError, match="unknown sampler"):
-        make_sampler("nope", gen, simulated_verifier)
-    with pytest.raises(ValueError, match="no streaming options"):
-        make_sampler("adaptive", gen, simulated_verifier, target=0.5)
-    with pytest.raises(ConfigError, match="target"):
-        make_sampler("streaming", gen, simulated_verifier, target=1.5)
+    budget = build_sampler(SamplerConfig(allocation="budget", exit_rule="mixed", memory={"max_evidence": 64.0}), gen,
+                           simulated_verifier)  # budget mode keeps a memory decayed per visit, not per step
+    assert type(budget) is AdaptiveSampler and (budget.memory.half_life, budget.memory.max_evidence) == (None, 64.0)
+    with pytest.raises(ConfigError, match="memory.seed, streaming.skip_below and streaming.cap_below need"):
+        SamplerConfig(memory={"seed": "rates.jsonl"})  # outside budget mode the seed needs memory.enabled
+    with pytest.raises(ConfigError, match="mode='nope' is not one of"):
+        SamplerConfig(mode="nope")
+    with pytest.raises(ValueError, match=r"streaming options \['fill_idle'\] need mode='streaming'"):
+        build_sampler(SamplerConfig(), gen, simulated_verifier, fill_idle=True)
+    with pytest.raises(ValueError, match=r"\['target'\] are settings of config.streaming"):
+        build_sampler(SamplerConfig(mode="streaming"), gen, simulated_verifier, target=0.5)
+    with pytest.raises(ValueError, match="keeps a memory only in budget mode"):
+        build_sampler(SamplerConfig(), gen, simulated_verifier, memory=PassRateMemory())
+    with pytest.raises(ConfigError, match=r"streaming.target must be in \(0, 1\]"):
+        SamplerConfig(mode="streaming", streaming={"target": 1.5})
     with pytest.raises(ConfigError, match="threshold exit rule"):
-        make_sampler("streaming", gen, simulated_verifier, SamplerConfig(exit_rule=lambda p, n, g: p > 0))
+        build_sampler(SamplerConfig(mode="streaming", exit_rule=lambda p, n, g: p > 0), gen, simulated_verifier)
     with pytest.raises(TypeError, match="generate"):
-        make_sampler("streaming", object(), simulated_verifier)
+        build_sampler(SamplerConfig(mode="streaming"), object(), simulated_verifier)
 
 
 def test_sample_inside_a_running_loop_points_to_sample_async():
@@ -234,27 +249,25 @@ def test_verifier_failures_follow_the_config():
     assert sum(p.num_verifier_failures for p in batch.pools.values()) >= 5
 
 
-def test_build_sampler_from_flat_settings_and_json_checkpoint(tmp_path):
+def test_build_sampler_with_a_seeded_memory_and_json_checkpoint(tmp_path):
     import json
-
-    from reinforce_ada.streaming import build_sampler
 
     path = tmp_path / "rates.jsonl"
     from reinforce_ada.memory import prompt_key
 
     path.write_text(json.dumps({"key": prompt_key(prompts()[0]), "pass_rate": 0.0, "num_samples": 16}) + "\n")
-    sampler = build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, SamplerConfig(), memory=True,
-                            memory_seed=str(path), target=0.4)
+    config = SamplerConfig(mode="streaming", streaming={"target": 0.4}, memory={"enabled": True, "seed": str(path)})
+    sampler = build_sampler(config, SimulatedGenerator(0), simulated_verifier)
     assert sampler.options.target == 0.4 and sampler.options.fill_idle is False  # synchronous generator
     assert sampler.memory.evidence(prompts()[0]) == (0.0, 16.0)
     sampler.sample(prompts())
     state = json.loads(json.dumps(sampler.state_dict()))  # what the trainer writes
-    clone = build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, SamplerConfig(), memory=True)
+    clone = build_sampler(SamplerConfig(mode="streaming", memory={"enabled": True}), SimulatedGenerator(0),
+                          simulated_verifier)
     clone.load_state_dict(state)
     assert clone.memory.state_dict() == sampler.memory.state_dict()
-    assert isinstance(build_sampler("adaptive", SimulatedGenerator(0), simulated_verifier), AdaptiveSampler)
-    with pytest.raises(ConfigError, match="memory=True"):
-        build_sampler("streaming", SimulatedGenerator(0), simulated_verifier, skip_below=0.1)
+    with pytest.raises(ConfigError, match="need memory.enabled=True"):
+        SamplerConfig(mode="streaming", streaming={"skip_below": 0.1})
 
 
 def test_min_signal_rate_gives_up_a_one_class_pool_at_its_price():
@@ -307,3 +320,22 @@ def test_memory_and_min_signal_rate_move_budget_to_promising_prompts():
         StreamingScheduler([fresh], cfg, StreamingOptions(budget=3))
     with pytest.raises(ConfigError, match="min_signal_rate"):
         StreamingOptions(min_signal_rate=1.5)
+
+
+def test_the_config_tree_streaming_section_has_the_scheduler_options_defaults():
+    """``SamplerConfig.streaming`` (what a run sets) and the scheduler's StreamingOptions (which also holds research
+    knobs) share these fields; their defaults must agree, and the factory passes every one of them through."""
+    from dataclasses import fields
+
+    from reinforce_ada.config import StreamingConfig
+
+    options = {f.name: f.default for f in fields(StreamingOptions)}
+    section = {f.name: f.default for f in fields(StreamingConfig)}
+    assert set(section) <= set(options)
+    assert {name: options[name] for name in section} == section
+    chosen = StreamingConfig(allocation="fixed", target=0.5, give_up_below=0.1, min_signal_rate=0.2, budget=40,
+                             max_in_flight=7, skip_below=0.3, cap_below=0.4)
+    sampler = build_sampler(SamplerConfig(mode="streaming", streaming=chosen, memory={"enabled": True}),
+                            TokenEngine(), text_verifier)
+    assert {name: getattr(sampler.options, name) for name in section} == chosen.options()
+    assert sampler.options.fill_idle is True  # an async engine keeps StreamingOptions' default

@@ -17,9 +17,10 @@ def parity_verifier(prompts, completions):
 
 
 def budget_config(tmp_path, **overrides):
-    values = dict(model="injected", strategy="ada-budget", max_steps=3, batch_size=4, samples_per_round=4,
-                  max_rounds=3, group_size=4, sample_budget_per_step=24, max_new_tokens=4, eval_prompts=8,
-                  eval_samples=2, learning_rate=1e-2, output_dir=str(tmp_path), num_threads=1, save_steps=2)
+    values = dict(model="injected", strategy="ada-budget", max_steps=3, batch_size=4, max_new_tokens=4,
+                  eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(tmp_path), num_threads=1,
+                  save_steps=2, sampler=dict(samples_per_round=4, max_rounds=3, group_size=4,
+                                             sample_budget_per_step=24))
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -63,23 +64,24 @@ def test_resumed_budget_run_reproduces_the_uninterrupted_step(tmp_path):
 
 
 def test_budget_settings_fail_before_anything_loads():
-    with pytest.raises(ConfigError, match=r"^sample_budget_per_step=15 is below one group per prompt: at least "
+    with pytest.raises(ConfigError, match=r"^sampler.sample_budget_per_step=15 is below one group per prompt: at least "
                                           r"group_size x batch_size = 4 x 4 = 16$"):
-        TrainConfig(strategy="ada-budget", batch_size=4, group_size=4, sample_budget_per_step=15)
+        TrainConfig(strategy="ada-budget", batch_size=4, sampler={"group_size": 4, "sample_budget_per_step": 15})
     with pytest.raises(ConfigError, match="sample_budget_per_step is a setting of strategy='ada-budget'"):
-        TrainConfig(strategy="grpo", sample_budget_per_step=64)
-    with pytest.raises(ConfigError, match="ada-budget runs on sampler='rounds'"):
-        TrainConfig(strategy="ada-budget", sampler="streaming")
-    config = TrainConfig(strategy="ada-budget", batch_size=8, budget_probe=2)
+        TrainConfig(strategy="grpo", sampler={"sample_budget_per_step": 64})
+    with pytest.raises(ConfigError, match="ada-budget runs on sampler.mode='rounds'"):
+        TrainConfig(strategy="ada-budget", sampler={"mode": "streaming"})
+    config = TrainConfig(strategy="ada-budget", batch_size=8, sampler={"budget_probe": 2})
     sampler = config.sampler_config()
     assert (sampler.allocation, sampler.exit_rule, sampler.budget_probe, sampler.sample_budget_per_step) == (
         "budget", "mixed", 2, None)
     assert sampler.step_budget(8) == 32  # default: what GRPO draws, group_size x prompts
     assert sampler.min_exit_count == 4 and sampler.budget_half_life == 2.0
-    short = TrainConfig(strategy="ada-budget", budget_probe=2, budget_min_group=2, budget_half_life=4.0)
+    short = TrainConfig(strategy="ada-budget",
+                        sampler={"budget_probe": 2, "budget_min_group": 2, "budget_half_life": 4.0})
     assert (short.sampler_config().min_exit_count, short.sampler_config().budget_half_life) == (2, 4.0)
     with pytest.raises(ConfigError, match="budget_min_group is a setting of strategy='ada-budget'"):
-        TrainConfig(strategy="ada-mixed", budget_min_group=2)
+        TrainConfig(strategy="ada-mixed", sampler={"budget_min_group": 2})
 
 
 def test_cli_selects_the_budget_strategy_and_rejects_a_small_budget(capsys, monkeypatch):

@@ -17,9 +17,9 @@ def parity_verifier(prompts, completions):
 
 
 def overdraw_config(tmp_path, **overrides):
-    values = dict(model="injected", strategy="ada-budget", budget_overdraw=2.0, max_steps=4, batch_size=3,
-                  samples_per_round=4, max_rounds=3, group_size=4, max_new_tokens=4, eval_prompts=8, eval_samples=2,
-                  learning_rate=1e-2, output_dir=str(tmp_path), num_threads=1, save_steps=2)
+    values = dict(model="injected", strategy="ada-budget", max_steps=4, batch_size=3, max_new_tokens=4,
+                  eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(tmp_path), num_threads=1,
+                  save_steps=2, sampler=dict(budget_overdraw=2.0, samples_per_round=4, max_rounds=3, group_size=4))
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -68,14 +68,16 @@ def test_resumed_overdraw_run_reproduces_the_uninterrupted_step(tmp_path):
 
 def test_overdraw_settings_fail_before_anything_loads(capsys, monkeypatch):
     with pytest.raises(ConfigError, match="budget_overdraw is a setting of strategy='ada-budget'"):
-        TrainConfig(strategy="grpo", budget_overdraw=2.0)
+        TrainConfig(strategy="grpo", sampler={"budget_overdraw": 2.0})
     with pytest.raises(ConfigError, match=r"budget_overdraw must be a number >= 1 \(got 0.5\)"):
-        TrainConfig(strategy="ada-budget", budget_overdraw=0.5)
+        TrainConfig(strategy="ada-budget", sampler={"budget_overdraw": 0.5})
     # the budget is per trained prompt: batch_size, not the candidates
-    with pytest.raises(ConfigError, match=r"^sample_budget_per_step=31 is below one group per prompt: at least "
+    with pytest.raises(ConfigError, match=r"^sampler.sample_budget_per_step=31 is below one group per prompt: at least "
                                           r"group_size x batch_size = 4 x 8 = 32$"):
-        TrainConfig(strategy="ada-budget", batch_size=8, budget_overdraw=2.0, sample_budget_per_step=31)
-    config = TrainConfig(strategy="ada-budget", batch_size=8, budget_overdraw=1.5, sample_budget_per_step=32)
+        TrainConfig(strategy="ada-budget", batch_size=8,
+                    sampler={"budget_overdraw": 2.0, "sample_budget_per_step": 31})
+    config = TrainConfig(strategy="ada-budget", batch_size=8,
+                         sampler={"budget_overdraw": 1.5, "sample_budget_per_step": 32})
     assert config.prompts_per_step == 12 and config.sampler_config().step_budget(12) == 32
     assert TrainConfig(strategy="grpo", batch_size=8).prompts_per_step == 8
     from reinforce_ada import cli

@@ -85,7 +85,8 @@ def test_comparisons_that_fail_inside_the_verifier_count_as_failures(tmp_path):
 
     with pytest.raises(RunStopped, match=r"^step 1: the verifier 'BrokenCompare' could not score 64 of 64 completions "
                                          r".*64 comparison\(s\) failed inside the verifier"):
-        Trainer(small_config(tmp_path / "run", max_rounds=4), **setup(BrokenCompare(), evaluate=False)).train()
+        Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 4}),
+                **setup(BrokenCompare(), evaluate=False)).train()
 
 
 def test_the_failure_rate_limit_is_configurable(tmp_path):
@@ -116,7 +117,7 @@ def test_verifier_settings_are_checked(tmp_path):
 
 def test_a_verifier_that_hangs_costs_a_step_two_timeouts_then_stops_the_run(tmp_path):
     parts = setup(reward_fixtures.sleeps_30s, evaluate=False)
-    trainer = Trainer(small_config(tmp_path / "run", verifier_timeout=1.0, max_rounds=4), **parts)
+    trainer = Trainer(small_config(tmp_path / "run", verifier_timeout=1.0, sampler={"max_rounds": 4}), **parts)
     with pytest.raises(RunStopped, match=r"^step 1: the verifier 'sleeps_30s' could not score 64 of 64 "
                                          r"completions .*2 call\(s\) ran past the verifier timeout of 1 s"):
         trainer.train()
@@ -440,3 +441,27 @@ def test_metrics_rewrites_are_atomic(tmp_path, monkeypatch):
     with pytest.raises(OSError, match=r"could not write .*metrics.jsonl: No space left on device"):
         write_atomic(path, "")
     assert path.read_bytes() == original and [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]
+
+
+def test_resume_names_a_changed_sampler_setting_by_its_dotted_name(tmp_path):
+    out = tmp_path / "run"
+    Trainer(small_config(out), **setup()).train()
+    with pytest.raises(RunFolderError, match=r"changed settings \(sampler.streaming.target: 0.3 -> 0.5\)"):
+        Trainer(small_config(out, max_steps=3, resume=True, sampler={"streaming": {"target": 0.5}}), **setup())
+
+
+def test_resume_of_a_checkpoint_with_the_old_flat_config_is_refused_clearly(tmp_path):
+    """Runs started before the sampler section (flat ``group_size``, ``sampler: "rounds"``) are not resumed."""
+    out = tmp_path / "run"
+    Trainer(small_config(out), **setup()).train()
+    state_file = out / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    sampler = state["config"].pop("sampler")
+    state["config"].update({k: v for k, v in sampler.items() if k not in ("streaming", "memory", "mode", "seed")},
+                           sampler="rounds", streaming_target=0.3, memory=False)
+    state_file.write_text(json.dumps(state))
+    first = snapshot(out)
+    with pytest.raises(RunFolderError, match=r"checkpoint-2 was written by an earlier version of reinforce-ada, "
+                                             r"whose config holds the sampler's settings flat"):
+        Trainer(small_config(out, max_steps=3, resume=True), **setup())
+    assert snapshot(out) == first

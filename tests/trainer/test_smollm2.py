@@ -33,8 +33,8 @@ def test_one_step_of_smollm2_on_a_reasoning_gym_task_moves_the_weights(tmp_path)
     from reinforce_ada.training import Trainer
 
     config = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic", max_steps=1, batch_size=2,
-                         samples_per_round=2, max_rounds=1, group_size=2, max_new_tokens=12, eval_prompts=0,
-                         output_dir=str(tmp_path), seed=0)
+                         sampler={"samples_per_round": 2, "max_rounds": 1, "group_size": 2}, max_new_tokens=12,
+                         eval_prompts=0, output_dir=str(tmp_path), seed=0)
     assert config.learning_rate == 1e-6  # the pretrained-model default, not the tiny demo's 1e-3
     assert "<answer>" in config.system_prompt  # reasoning-gym's prompt: the format its verifier reads
     trainer = Trainer(config, verifier=mean_logprob_reward)

@@ -128,8 +128,9 @@ def test_plot_command_overlays_runs(tmp_path, tiny_setup, capsys):
 def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_path, tiny_setup):
     tiny_setup["verifier"] = parity_verifier
     before = {k: v.clone() for k, v in tiny_setup["model"].state_dict().items()}
-    config = small_config(tmp_path, sampler="streaming", memory=True, max_steps=2, min_signal_rate=0.05,
-                          sample_budget=48, memory_max_evidence=64.0, memory_half_life=16.0)
+    config = small_config(tmp_path, max_steps=2, sampler={
+        "mode": "streaming", "streaming": {"min_signal_rate": 0.05, "budget": 48},
+        "memory": {"enabled": True, "max_evidence": 64.0, "half_life": 16.0}})
     trainer = Trainer(config, **tiny_setup)
     options = trainer.sampler.options
     assert (options.min_signal_rate, options.budget) == (0.05, 48)
@@ -141,18 +142,20 @@ def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_pat
 
 
 def test_streaming_options_are_checked_up_front():
-    with pytest.raises(ConfigError, match="sampler"):
-        TrainConfig(sampler="async")
+    with pytest.raises(ConfigError, match="mode='async' is not one of"):
+        TrainConfig(sampler={"mode": "async"})
+    with pytest.raises(ConfigError, match="sampler.mode"):  # the old spelling names the new one
+        TrainConfig(sampler="streaming")
     with pytest.raises(ConfigError, match="streaming"):
-        TrainConfig(sampler="streaming", strategy="grpo")
+        TrainConfig(sampler={"mode": "streaming"}, strategy="grpo")
     with pytest.raises(ConfigError, match="memory"):
-        TrainConfig(skip_below=0.1)
+        TrainConfig(sampler={"streaming": {"skip_below": 0.1}})
     with pytest.raises(ConfigError, match="min_signal_rate"):
-        TrainConfig(min_signal_rate=1.5)
-    with pytest.raises(ConfigError, match="sample_budget=3 is below group_size=4"):
-        TrainConfig(sample_budget=3)
-    with pytest.raises(ConfigError, match="memory_max_evidence"):
-        TrainConfig(memory_max_evidence=0.0)
+        TrainConfig(sampler={"streaming": {"min_signal_rate": 1.5}})
+    with pytest.raises(ConfigError, match="streaming.budget=3 is below group_size=4"):
+        TrainConfig(sampler={"streaming": {"budget": 3}})
+    with pytest.raises(ConfigError, match="memory.max_evidence must be positive"):
+        TrainConfig(sampler={"memory": {"max_evidence": 0.0}})
 
 
 def test_device_and_strategy_fields_are_checked():
@@ -162,6 +165,31 @@ def test_device_and_strategy_fields_are_checked():
         TrainConfig(generator="vllm", device="cpu")
     assert TrainConfig(strategy="ada-mixed").sampler_config().exit_rule == "mixed"
     assert TrainConfig(strategy="ada-positive").sampler_config().exit_rule == "positive"
+
+
+def test_the_strategy_table_fills_in_the_sampler_and_refuses_contradictions():
+    from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
+
+    grpo = TrainConfig(strategy="grpo", seed=7, sampler={"group_size": 8, "normalize_std": True}).sampler
+    assert (grpo.samples_per_round, grpo.max_rounds, grpo.group_size, grpo.exit_rule, grpo.selection, grpo.advantage,
+            grpo.normalize_std, grpo.seed) == (8, 1, 8, "once", "random", "group", True, 7)
+    dapo = TrainConfig(strategy="dapo", batch_size=6, dapo_max_batches=3).sampler_config()
+    assert isinstance(dapo, DynamicSamplingConfig)
+    assert (dapo.batch_size, dapo.group_size, dapo.max_generation_batches) == (6, 4, 3)
+    budget = TrainConfig(strategy="ada-budget", sampler={"min_positive": 2, "on_verifier_failure": "drop"}).sampler
+    assert (budget.exit_rule, budget.allocation, budget.min_positive, budget.on_verifier_failure) == (
+        "mixed", "budget", 2, "drop")
+    # a built SamplerConfig: the fields that differ from SamplerConfig's defaults count as given
+    assert TrainConfig(strategy="ada-positive", sampler=SamplerConfig(min_positive=3)).sampler.exit_rule == "positive"
+    with pytest.raises(ConfigError, match=r"^sampler.exit_rule='mixed' contradicts strategy='ada-positive', which "
+                                          r"sets sampler.exit_rule='positive'$"):
+        TrainConfig(strategy="ada-positive", sampler=SamplerConfig(exit_rule="mixed"))
+    with pytest.raises(ConfigError, match="sampler.advantage='pool' contradicts strategy='grpo'"):
+        TrainConfig(strategy="grpo", sampler={"advantage": "pool"})
+    with pytest.raises(ConfigError, match=r"sampler.seed=3 contradicts the trainer's seed.*give seed instead"):
+        TrainConfig(seed=1, sampler={"seed": 3})
+    with pytest.raises(ConfigError, match="sampler.allocation='budget' is strategy='ada-budget'"):
+        TrainConfig(strategy="ada-balanced", sampler={"allocation": "budget"})
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
@@ -194,7 +222,7 @@ def test_the_old_trainer_module_re_exports_the_training_package():
     """``reinforce_ada.trainer`` is kept for existing imports: the same objects as their new homes."""
     import reinforce_ada.trainer as old
     from reinforce_ada.data.stream import PromptStream
-    from reinforce_ada.training import MetricsWriter, latest_checkpoint, make_sampler
+    from reinforce_ada.training import MetricsWriter, latest_checkpoint
 
-    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint, old.make_sampler) == (
-        Trainer, PromptStream, MetricsWriter, latest_checkpoint, make_sampler)
+    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint) == (
+        Trainer, PromptStream, MetricsWriter, latest_checkpoint)

@@ -2,7 +2,7 @@
 
 import random
 
-from reinforce_ada.config import TrainConfig
+from reinforce_ada.config import STRATEGY_SAMPLER_SETTINGS, TrainConfig
 from reinforce_ada.types import Prompt
 
 
@@ -22,9 +22,12 @@ def digit_verifier(prompts, completions):
 
 
 def small_config(folder, **overrides) -> TrainConfig:
-    """A few cheap steps of the tiny model (model="injected": the test passes the model in)."""
-    values = dict(model="injected", max_steps=2, batch_size=4, samples_per_round=4, max_rounds=2, group_size=4,
-                  max_new_tokens=4, eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder),
-                  num_threads=1)
-    values.update(overrides)
+    """A few cheap steps of the tiny model (model="injected": the test passes the model in); a ``sampler`` mapping
+    given is merged into the small sampler (M=4, N=2, n=4)."""
+    values = dict(model="injected", max_steps=2, batch_size=4, max_new_tokens=4, eval_prompts=8, eval_samples=2,
+                  learning_rate=1e-2, output_dir=str(folder), num_threads=1)
+    sets = STRATEGY_SAMPLER_SETTINGS[overrides.get("strategy", "ada-balanced")]  # grpo and dapo set M and N
+    sampler = {k: v for k, v in dict(samples_per_round=4, max_rounds=2, group_size=4).items() if k not in sets}
+    sampler.update(overrides.pop("sampler", {}))
+    values.update(overrides, sampler=sampler)
     return TrainConfig(**values)

@@ -28,8 +28,40 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from reinforce_ada.config import ConfigError, SamplerConfig
+from reinforce_ada.config import ConfigError, SamplerConfig, field_docs
 from reinforce_ada.integrations.trl.advantages import AGGREGATIONS, normalize_scale_rewards
+
+
+def sampler_field(name: str, note: str = "") -> Any:
+    """A field that is :class:`SamplerConfig`'s field ``name``: its default and its docstring as the help (plus a
+    TRL-specific ``note``), so the two cannot drift apart."""
+    default = SamplerConfig.__dataclass_fields__[name].default
+    return field(default=default, metadata={"help": " ".join(filter(None, [field_docs(SamplerConfig)[name], note]))})
+
+
+SAMPLER_FIELDS = ("samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection",
+                  "advantage", "importance_weights", "allocation", "budget_half_life", "sample_budget_per_step")
+"""The :class:`SamplerConfig` fields :class:`AdaGRPOConfig` declares under the same name (via :func:`sampler_field`,
+so with the same default and help)."""
+
+NOT_IN_TRL: dict[str, str] = {
+    "group_size": "TRL's num_generations (the one field under TRL's name)",
+    "epsilon": "advantage_epsilon (TRL's `epsilon` is the clip ratio; the default is TRL's 1e-4)",
+    "seed": "sampler_seed (default: TRL's seed; process i uses sampler_seed + i)",
+    "normalize_std": "set by TRL's scale_rewards ('group': True)",
+    "unexited": "always 'keep': TRL needs num_generations completions for every prompt",
+    "on_verifier_failure": "always 'zero': a completion whose correctness functions all returned None counts as "
+                           "not correct (TRL needs fixed shapes)",
+    "generation_retries": "0: TRL's generation either works or raises",
+    "budget_skip": "always False: TRL needs a group for every prompt",
+    "budget_probe": "a setting of budget_skip=True, which TRL cannot use",
+    "budget_min_group": "a setting of budget_skip=True, which TRL cannot use",
+    "budget_overdraw": "needs budget_skip=True: TRL trains every prompt it is given",
+    "mode": "TRL generates in batches: the round-based sampler only",
+    "streaming": "TRL generates in batches: the round-based sampler only",
+    "memory": "budget mode's memory keeps its defaults",
+}
+"""The :class:`SamplerConfig` fields :class:`AdaGRPOConfig` does not declare under their own name, with why."""
 
 
 @dataclass
@@ -40,29 +72,12 @@ class AdaGRPOConfig(GRPOConfig):
     epsilon=0.2, epsilon_high=0.28, loss_type="dapo"`` (token-mean).
     """
 
-    samples_per_round: int = field(
-        default=8,
-        metadata={"help": "M: completions drawn per still-active prompt in each sampling round."},
-    )
-    max_rounds: int = field(
-        default=4,
-        metadata={"help": "N: the most sampling rounds per prompt and step; a prompt gets at most M * N completions."},
-    )
-    exit_rule: str = field(
-        default="balanced",
-        metadata={"help": "When a prompt stops being sampled: 'balanced' (>= n/2 positives and >= n/2 negatives), "
-                          "'positive' (>= min_positive positives), 'once' (GRPO), or a callable "
-                          "(num_positive, num_negative, group_size) -> bool."},
-    )
-    min_positive: int = field(
-        default=1,
-        metadata={"help": "k for exit_rule='positive'."},
-    )
-    positive_threshold: float = field(
-        default=0.5,
-        metadata={"help": "A completion is positive (correct) when the sum of its correctness_reward_funcs' rewards "
-                          "(unweighted) > positive_threshold."},
-    )
+    samples_per_round: int = sampler_field("samples_per_round")
+    max_rounds: int = sampler_field("max_rounds")
+    exit_rule: str = sampler_field("exit_rule")
+    min_positive: int = sampler_field("min_positive")
+    positive_threshold: float = sampler_field(
+        "positive_threshold", note="Here the reward is the unweighted sum of the correctness_reward_funcs' rewards.")
     correctness_reward_funcs: list[str] | None = field(
         default=None,
         metadata={"help": "Which reward functions decide correctness for exits and selection: names (as in TRL's "
@@ -70,44 +85,22 @@ class AdaGRPOConfig(GRPOConfig):
                           "reward functions (a format reward must not count as correct); default with one: that one. "
                           "The advantages still use every reward function with reward_weights."},
     )
-    selection: str = field(
-        default="balanced",
-        metadata={"help": "How a pool is downsampled to num_generations: 'balanced', 'positive_focused', 'random' "
-                          "or a callable (is_positive, group_size, rng) -> indices."},
-    )
-    advantage: str = field(
-        default="pool",
-        metadata={"help": "Baseline of the advantages TRL trains on: 'pool' (Reinforce-Ada: statistics of every "
-                          "completion drawn for the prompt) or 'group' (GRPO: the kept group)."},
-    )
+    selection: str = sampler_field("selection", note="The group size is num_generations.")
+    advantage: str = sampler_field("advantage", note="This is the baseline of the advantages TRL trains on.")
     advantage_epsilon: float = field(
         default=1e-4,
-        metadata={"help": "Added to every std in an advantage's denominator (TRL's constant is 1e-4)."},
+        metadata={"help": "SamplerConfig's epsilon (TRL's own `epsilon` is the clip ratio): added to every std in an "
+                          "advantage's denominator (TRL's constant is 1e-4)."},
     )
-    importance_weights: bool = field(
-        default=False,
-        metadata={"help": "Multiply each advantage by the weight that undoes the class re-balancing of "
-                          "downsampling (see reinforce_ada.core.advantages.pool_importance_weights). Weights are "
-                          "positive, so for TRL's clipped losses this equals weighting each completion's loss."},
-    )
-    allocation: str = field(
-        default="fixed",
-        metadata={"help": "How many completions an active prompt gets next round ('fixed': M). 'budget': budget "
-                          "mode -- sample_budget_per_step samples per generation batch, allocated over the prompts "
-                          "by a cross-step pass-rate memory (exit_rule 'mixed' or 'balanced'). TRL needs a group "
-                          "per prompt, so every prompt first gets its num_generations samples and only the budget "
-                          "above that is allocated by value."},
-    )
-    budget_half_life: float | None = field(
-        default=2.0,
-        metadata={"help": "Budget mode: presentations of a prompt after which its remembered pass-rate evidence "
-                          "counts half (None: never decays)."},
-    )
-    sample_budget_per_step: int | None = field(
-        default=None,
-        metadata={"help": "Budget mode (allocation='budget'): samples this process draws per generation batch, over "
-                          "its prompts (None: num_generations x its prompts, what GRPO draws); at least that."},
-    )
+    importance_weights: bool = sampler_field(
+        "importance_weights", note="Weights are positive, so for TRL's clipped losses multiplying each advantage "
+                                   "by its weight equals weighting each completion's loss.")
+    allocation: str = sampler_field(
+        "allocation", note="TRL needs a group per prompt, so in budget mode every prompt first gets its "
+                           "num_generations samples and only the budget above that is allocated by value (the budget "
+                           "is per generation batch of this process).")
+    budget_half_life: float | None = sampler_field("budget_half_life")
+    sample_budget_per_step: int | None = sampler_field("sample_budget_per_step")
     sampler_seed: int | None = field(
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
@@ -157,13 +150,9 @@ class AdaGRPOConfig(GRPOConfig):
         """
         seed = self.seed if self.sampler_seed is None else self.sampler_seed
         return SamplerConfig(
-            samples_per_round=self.samples_per_round, max_rounds=self.max_rounds, group_size=self.num_generations,
-            exit_rule=self.exit_rule, min_positive=self.min_positive, positive_threshold=self.positive_threshold,
-            selection=self.selection, unexited="keep", advantage=self.advantage,
-            normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
-            importance_weights=self.importance_weights, allocation=self.allocation,
+            **{name: getattr(self, name) for name in SAMPLER_FIELDS}, group_size=self.num_generations,
+            unexited="keep", normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
             on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
-            sample_budget_per_step=self.sample_budget_per_step, budget_half_life=self.budget_half_life,
             budget_skip=False,  # TRL needs a group per prompt
         )
 

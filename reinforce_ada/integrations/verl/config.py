@@ -19,6 +19,7 @@ raises :class:`~reinforce_ada.config.ConfigError` naming the key.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,12 +28,22 @@ from reinforce_ada.config import ConfigError, SamplerConfig
 ESTIMATOR_NAME = "reinforce_ada"
 """The name the advantage estimator is registered under (``algorithm.adv_estimator``)."""
 
-SAMPLER_KEYS = (
-    "samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection", "unexited",
-    "advantage", "normalize_std", "epsilon", "allocation", "on_verifier_failure", "generation_retries", "seed",
-    "sample_budget_per_step", "budget_half_life",
-)
-"""Keys accepted under ``algorithm.reinforce_ada`` (each is the :class:`SamplerConfig` field of the same name)."""
+NOT_IN_VERL: dict[str, str] = {
+    "group_size": "it is verl's actor_rollout_ref.rollout.n (the rows per prompt its trainer expects)",
+    "importance_weights": "the verl estimator does not apply per-completion weights",
+    "budget_skip": "verl expects rows for every prompt: always False (each prompt gets its group first)",
+    "budget_probe": "a setting of budget_skip=True, which verl cannot use",
+    "budget_min_group": "a setting of budget_skip=True, which verl cannot use",
+    "budget_overdraw": "needs budget_skip=True: verl trains every prompt it hands out",
+    "mode": "verl runs the round-based sampler inside its agent loop",
+    "streaming": "verl runs the round-based sampler inside its agent loop",
+    "memory": "the rollout keeps its own pass-rate memory for budget mode",
+}
+"""The :class:`SamplerConfig` fields ``algorithm.reinforce_ada`` does not take, each with the reason."""
+
+SAMPLER_KEYS = tuple(f.name for f in fields(SamplerConfig) if f.name not in NOT_IN_VERL)
+"""Keys accepted under ``algorithm.reinforce_ada``: every :class:`SamplerConfig` field (same name, default and
+check) except :data:`NOT_IN_VERL`."""
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 """Holds ``reinforce_ada_trainer.yaml``: verl's ``ppo_trainer`` plus this plugin's settings."""

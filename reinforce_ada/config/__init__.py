@@ -1,0 +1,31 @@
+"""Typed configuration: one tree. :class:`TrainConfig` (the trainer) holds a :class:`SamplerConfig` under
+``sampler``, which holds the ``streaming`` (:class:`StreamingConfig`) and ``memory`` (:class:`MemoryConfig`) sections;
+:class:`DynamicSamplingConfig` is DAPO's. Every field is documented and checked in ``__post_init__`` (first against
+its annotation, then ranges and cross-field rules), so bad values fail before any model is loaded or any completion
+generated, with a message naming the field. :func:`load_config` reads a YAML file (nested mappings; errors name the
+file and line) and command-line overrides (dotted names, or the flat aliases of the sampler's fields).
+
+Modules: ``checks`` (the type check, field docstrings), ``streaming`` (the two sampler sections), ``sampler``
+(:class:`SamplerConfig`, :class:`DynamicSamplingConfig`), ``strategies`` (the strategy table), ``train``
+(:class:`TrainConfig`, model-dependent defaults), ``loading`` (YAML and command line).
+"""
+
+from reinforce_ada.config.checks import check_field_types, field_docs
+from reinforce_ada.config.loading import (
+    FALSE_SPELLINGS,
+    TRUE_SPELLINGS,
+    add_config_arguments,
+    flat_aliases,
+    load_config,
+    read_config_file,
+)
+from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig
+from reinforce_ada.config.strategies import RENAMED, STRATEGIES, STRATEGY_SAMPLER_SETTINGS, strategy_sampler_values
+from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
+from reinforce_ada.config.train import MODEL_DEFAULTS, TrainConfig, model_kind
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "RENAMED", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "TRUE_SPELLINGS",
+           "ConfigError", "DynamicSamplingConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig", "TrainConfig",
+           "add_config_arguments", "check_field_types", "field_docs", "flat_aliases", "load_config", "model_kind",
+           "read_config_file", "strategy_sampler_values"]

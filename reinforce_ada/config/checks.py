@@ -1,0 +1,128 @@
+"""The one type check every config runs first, the choice check, and the field docstrings (command-line help).
+
+``check_field_types`` compares each value with its field's annotation (``config field `max_steps`: expected int, got
+list [1, 2]``); every config class's ``__post_init__`` calls it before its range and cross-field rules."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import functools
+import math
+import numbers
+import types
+import typing
+from dataclasses import fields
+from typing import Any
+
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["check_field_types", "field_docs"]
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    """Each field's annotation, resolved (every config annotation names something this module imports)."""
+    return typing.get_type_hints(cls)
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    """Whether ``value`` is of the annotated type (bool is not an int; an int is a float; NaN and inf are not)."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if dataclasses.is_dataclass(annotation):  # a nested section: the section itself or a mapping of its fields
+        return isinstance(value, (annotation, dict))
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(member, value) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and math.isfinite(value))  # type: ignore[arg-type]
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return callable(value)
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_accepts(args[0], v) for v in value)
+        return len(value) == len(args) and all(_accepts(a, v) for a, v in zip(args, value))
+    return True  # an annotation this check does not know: left to __post_init__
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(member) for member in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if dataclasses.is_dataclass(annotation):
+        return f"a mapping of {annotation.__name__} fields"
+    if annotation is float:
+        return "a finite float"
+    if annotation is collections.abc.Callable or origin is collections.abc.Callable:
+        return "a callable"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_field_types(cls: type, values: dict[str, Any], source: str | None = None, prefix: str = "") -> None:
+    """Raise :class:`ConfigError` for the first value in ``values`` that is not of its field's annotated type.
+
+    The message names the field, the type expected and the value got, e.g. ``config field `max_steps`: expected
+    int, got list [1, 2]``; ``source`` (a file name) is put in front when given. Fields unknown to ``cls`` are left
+    to the caller. ``prefix`` is put in front of the field's name (``sampler.`` for a nested section).
+    """
+    hints = _field_types(cls)
+    for name, value in values.items():
+        if name in hints and not _accepts(hints[name], value):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}config field `{prefix}{name}`: expected {_type_name(hints[name])}, "
+                              f"got {type(value).__name__} {_shown(value)}")
+
+
+def _check_types(config: Any, prefix: str = "") -> None:
+    check_field_types(type(config), {f.name: getattr(config, f.name) for f in fields(config)}, prefix=prefix)
+
+
+def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
+    if not callable(value) and value not in choices:
+        raise ConfigError(f"{field_name}={value!r} is not one of {choices} (or a callable)")
+
+
+
+def check_positive_ints(config: Any, names: tuple[str, ...]) -> None:
+    """A ConfigError naming the first of ``names`` that is not a positive integer."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer (got {value!r})")
+
+
+@functools.lru_cache(maxsize=None)
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each dataclass field (used as command-line help)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs

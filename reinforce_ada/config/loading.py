@@ -1,0 +1,255 @@
+"""Loading a config: a YAML file (nested mappings for sections, e.g. ``sampler: {exit_rule: positive}``) and
+command-line options generated from the config tree (``--sampler.exit-rule positive``, plus flat aliases such as
+``--group-size`` for the sampler's fields whose names no top-level field takes). Every problem is a
+:class:`ConfigError` naming the file (and line) and the field."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import fields
+from typing import Any
+
+from reinforce_ada.config.checks import _field_types, check_field_types, field_docs
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "flat_aliases", "load_config",
+           "read_config_file"]
+
+
+TRUE_SPELLINGS = ("true", "yes", "on", "1")
+FALSE_SPELLINGS = ("false", "no", "off", "0")
+"""What a boolean option accepts on the command line (any case). In a YAML file a boolean field takes a YAML
+boolean (``true``/``false``; YAML 1.1 also reads ``yes``/``no``/``on``/``off``); a quoted string such as ``"maybe"``
+or ``"true"`` is an error, not a truthy value."""
+
+
+def _parse_bool(text: str) -> bool:
+    import argparse
+
+    lowered = text.lower()
+    if lowered in TRUE_SPELLINGS:
+        return True
+    if lowered in FALSE_SPELLINGS:
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean ({'/'.join(TRUE_SPELLINGS)} or "
+                                     f"{'/'.join(FALSE_SPELLINGS)}), got {text!r}")
+
+
+
+def _yaml_loader() -> type:
+    """PyYAML's safe loader, plus YAML 1.2 floats (``1e-6`` is a number, not the string PyYAML's YAML 1.1 reads)
+    and an error for a key given twice (PyYAML would keep the last one silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first on line {first + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+    return Loader
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The mapping in a YAML config file; every problem is a :class:`ConfigError` naming the file (and line)."""
+    import yaml
+
+    from reinforce_ada.data.loading import read_utf8_text
+
+    text = read_utf8_text(path, error=ConfigError, what="config file")
+    try:
+        loaded = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 -- a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config fields at the top level "
+                          f"(got {type(loaded).__name__})")
+    return loaded
+
+
+def _sections(cls: type) -> dict[str, type]:
+    """The fields of ``cls`` that are nested sections (dataclasses), by name."""
+    hints = _field_types(cls)
+    return {f.name: hints[f.name] for f in fields(cls) if dataclasses.is_dataclass(hints[f.name])}
+
+
+def _leaves(cls: type, prefix: str = "") -> dict[str, tuple[type, str]]:
+    """Every settable field of the tree under ``cls``, by dotted name: ``{"sampler.group_size": (SamplerConfig,
+    "group_size"), ...}`` (the class holding it and its name there)."""
+    out: dict[str, tuple[type, str]] = {}
+    nested = _sections(cls)
+    for f in fields(cls):
+        if f.name in nested:
+            out.update(_leaves(nested[f.name], f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = (cls, f.name)
+    return out
+
+
+def _section_paths(cls: type, prefix: str = "") -> dict[str, type]:
+    """Every nested section of the tree under ``cls``, by dotted name: ``{"sampler": SamplerConfig,
+    "sampler.streaming": StreamingConfig, ...}``."""
+    out: dict[str, type] = {}
+    for name, section in _sections(cls).items():
+        out[prefix + name] = section
+        out.update(_section_paths(section, f"{prefix}{name}."))
+    return out
+
+
+def flat_aliases(cls: type) -> dict[str, str]:
+    """Flat spellings of a section's own fields, generated from the tree: ``{"group_size": "sampler.group_size",
+    ...}`` -- every direct (non-section) field of a top-level section whose name is not also a top-level field
+    (``seed`` is the trainer's, so the sampler's is only ``sampler.seed``)."""
+    top = {f.name for f in fields(cls)}
+    aliases: dict[str, str] = {}
+    for name, section in _sections(cls).items():
+        inner = _sections(section)
+        for f in fields(section):
+            if f.name not in inner and f.name not in top:
+                aliases[f.name] = f"{name}.{f.name}"
+    return aliases
+
+
+def _renamed(cls: type) -> dict[str, str]:
+    return getattr(cls, "RENAMED_FIELDS", {})
+
+
+def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]:
+    """Dotted names (``sampler.streaming.target``) and flat aliases (``group_size``) put in their sections; a setting
+    given under two spellings, an old spelling or an unknown name is a ConfigError naming them."""
+    import difflib
+
+    where = f"{source}: " if source else ""
+    aliases, renamed, leaves = flat_aliases(cls), _renamed(cls), _leaves(cls)
+    known = sorted(set(leaves) | set(aliases))
+    spelled: dict[str, str] = {}
+    unknown = []
+    paths = _section_paths(cls)
+    for key in flat:
+        if key in paths and not isinstance(flat[key], dict):
+            if key in renamed:
+                raise ConfigError(f"{where}`{key}` is a section: give its fields as a mapping (`{key}: {{field: "
+                                  f"value}}` in YAML, `--{key}.<field>` on the command line); `{key}: {flat[key]}` is "
+                                  f"now `{renamed[key]}: {flat[key]}`")
+            raise ConfigError(f"{where}config field `{key}`: expected a mapping of {paths[key].__name__} fields, got "
+                              f"{type(flat[key]).__name__} {flat[key]!r}")
+        if key in renamed:
+            option = "--" + renamed[key].replace("_", "-")
+            raise ConfigError(f"{where}config field `{key}` was renamed: it is now `{renamed[key]}` ({option})")
+        dotted = aliases.get(key, key)
+        if dotted not in leaves:
+            unknown.append(key)
+            continue
+        if dotted in spelled:
+            raise ConfigError(f"{where}`{spelled[dotted]}` and `{key}` are the same setting ({dotted}); give one")
+        spelled[dotted] = key
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hints.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+        raise ConfigError(f"{where}unknown config field(s) {', '.join(hints)} for {cls.__name__}")
+    nested: dict[str, Any] = {}
+    for dotted, key in spelled.items():
+        *path, name = dotted.split(".")
+        target = nested
+        for part in path:
+            target = target.setdefault(part, {})
+        target[name] = flat[key]
+    return nested
+
+
+def _flatten(cls: type, values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A (possibly nested) mapping of fields as dotted names; a section's value must be a mapping."""
+    out: dict[str, Any] = {}
+    nested = _sections(cls)
+    for key, value in values.items():
+        if key in nested and isinstance(value, dict):
+            out.update(_flatten(nested[key], value, f"{prefix}{key}."))
+        else:
+            out[prefix + str(key)] = value
+    return out
+
+
+def _check_types(cls: type, nested: dict[str, Any], source: str | None, prefix: str = "") -> None:
+    check_field_types(cls, nested, source=source, prefix=prefix)
+    for name, section in _sections(cls).items():
+        if isinstance(nested.get(name), dict):
+            _check_types(section, nested[name], source, f"{prefix}{name}.")
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """Build ``cls`` from an optional YAML file, then command-line overrides (dotted names or flat aliases).
+
+    Checked before the config is built, each with a message naming the file and field: the file exists, is UTF-8
+    and valid YAML (line and column given), holds a mapping without repeated keys, names only known fields (with
+    the closest known name suggested; an old spelling names the new one; one setting under two spellings is refused)
+    and gives each a value of the field's type. ``cls.__post_init__`` then checks ranges and combinations.
+    """
+    values: dict[str, Any] = {}
+    if path:
+        loaded = _nest(cls, _flatten(cls, read_config_file(path)), path)
+        _check_types(cls, loaded, path)
+        values = loaded
+    given = _nest(cls, _flatten(cls, dict(overrides or {})), None)
+    _check_types(cls, given, None)
+    return cls(**_merge(values, given))
+
+
+def add_config_arguments(parser: Any, cls: type) -> None:
+    """One ``--field-name`` option per field of the config tree (``--section.field-name`` inside a section, plus
+    the flat aliases of :func:`flat_aliases`), typed from its annotation, defaulting to "not given"; the help is the
+    field's docstring."""
+    import argparse
+
+    from reinforce_ada.config.train import MODEL_DEFAULTS
+
+    aliases = {dotted: alias for alias, dotted in flat_aliases(cls).items()}
+    for dotted, (owner, name) in _leaves(cls).items():
+        f = owner.__dataclass_fields__[name]
+        hint = _field_types(owner)[name]
+        members = typing.get_args(hint) or (hint,)
+        flag = "--" + dotted.replace("_", "-")
+        default = ("model-dependent" if f.default is None and name in MODEL_DEFAULTS["tiny"] and owner is cls
+                   else repr(f.default))
+        help_text = f"{field_docs(owner).get(name, '')} (default: {default})".replace("%", "%%")
+        spellings = [(flag, dotted, help_text)]
+        if dotted in aliases:  # its own dest, so that giving both spellings is caught by load_config
+            spellings.append(("--" + aliases[dotted].replace("_", "-"), aliases[dotted], f"alias of {flag}"))
+        for option, dest, text in spellings:
+            kwargs: dict[str, Any] = dict(dest=dest, default=argparse.SUPPRESS, help=text)
+            if bool in members:
+                parser.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
+            else:
+                kind = int if int in members else float if float in members else str
+                parser.add_argument(option, type=kind, metavar=name.upper(), **kwargs)
+    for old, new in _renamed(cls).items():  # old spellings: accepted by the parser, refused by load_config
+        parser.add_argument("--" + old.replace("_", "-"), dest=old, nargs="?", default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS)

@@ -1,0 +1,312 @@
+"""The sampler's configuration tree: :class:`SamplerConfig` (with its ``streaming`` and ``memory`` sections) and
+:class:`DynamicSamplingConfig` (DAPO). Each sampling setting has one name, one default and one check, here; the
+trainer (:class:`~reinforce_ada.config.TrainConfig`), TRL's ``AdaGRPOConfig`` and verl's config all map onto it."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+from reinforce_ada.config.checks import _check_choice, _check_types, check_positive_ints
+from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
+from reinforce_ada.core.advantages import ADVANTAGES
+from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
+from reinforce_ada.core.exits import EXIT_RULES
+from reinforce_ada.core.selection import SELECTION_RULES
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["DynamicSamplingConfig", "SamplerConfig", "section"]
+
+
+def section(cls: type, value: Any, name: str) -> Any:
+    """A nested section from its dataclass or a mapping of its fields (unknown keys: a ConfigError naming the closest
+    known one)."""
+    if not isinstance(value, dict):
+        return value
+    known = [f.name for f in fields(cls)]
+    unknown = [key for key in value if key not in known]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hints.append(f"`{name}.{key}`" + (f" (did you mean `{name}.{close[0]}`?)" if close else ""))
+        raise ConfigError(f"unknown config field(s) {', '.join(hints)}")
+    return cls(**value)
+
+
+@dataclass
+class SamplerConfig:
+    """How completions are drawn, when prompts exit, and how groups and advantages are formed.
+
+    Defaults are the paper's Reinforce-Ada-balance setup (arXiv 2510.04996): M=8, N=4, n=4.
+    """
+
+    samples_per_round: int = 8
+    """M: completions drawn per still-active prompt in each round."""
+    max_rounds: int = 4
+    """N: the most rounds a prompt is sampled for; a prompt never gets more than M * N completions per step."""
+    group_size: int = 4
+    """n: completions kept per prompt for training (TRL's ``num_generations``, verl's ``rollout.n``)."""
+    exit_rule: str | Callable[[int, int, int], bool] = "balanced"
+    """When a prompt stops being sampled: ``"balanced"``, ``"positive"``, ``"once"`` (GRPO) or a callable
+    ``(num_positive, num_negative, group_size) -> bool``."""
+    min_positive: int = 1
+    """k for the ``"positive"`` exit rule: exit after this many positives."""
+    positive_threshold: float = 0.5
+    """A completion is positive when ``reward > positive_threshold``. The reference code used 0.7; with 0/1 rewards
+    any value in [0, 1) gives the same classes."""
+    selection: str | Callable = "balanced"
+    """How a pool is downsampled to ``group_size``: ``"balanced"``, ``"positive_focused"``, ``"random"`` or a
+    callable ``(is_positive, group_size, rng) -> indices``."""
+    unexited: str = "keep"
+    """Prompts that never met the exit rule within ``max_rounds``: ``"keep"`` a group selected from their pool
+    (the reference behaviour; usually zero-variance) or ``"drop"`` them. Either way the count is reported."""
+    advantage: str | Callable = "pool"
+    """Baseline: ``"pool"`` (Reinforce-Ada: mean over every completion drawn for the prompt) or ``"group"``
+    (GRPO: mean over the kept group)."""
+    normalize_std: bool = False
+    """Divide advantages by (std + epsilon) of the same pool or group (GRPO's normalisation)."""
+    epsilon: float = 1e-6
+    """Added once to the std in the denominator."""
+    importance_weights: bool = False
+    """Return per-completion weights that undo the class re-balancing of downsampling, so the group estimate has
+    the whole pool's expectation (see :func:`reinforce_ada.core.advantages.pool_importance_weights`)."""
+    allocation: str | Callable = "fixed"
+    """How many completions an active prompt gets next round (``"fixed"``: M; ``"beta-*"``: Beta posterior).
+    ``"budget"``: budget mode (beyond the paper) -- ``sample_budget_per_step`` samples per step in total, spread over
+    the batch's prompts by the posterior chance that more samples buy a group with signal (prior from a cross-step
+    pass-rate memory), in rounds; saturated or hopeless prompts may get none. Needs ``exit_rule`` ``"mixed"`` or
+    ``"balanced"``; see :mod:`reinforce_ada.core.budget_allocation`."""
+    sample_budget_per_step: int | None = None
+    """Budget mode: samples drawn per step over all prompts (None: ``group_size x prompts``, what GRPO draws). Must
+    be at least ``group_size x prompts``; the check runs before any generation."""
+    budget_skip: bool = True
+    """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
+    signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
+    allocated by value (TRL and verl need a group per prompt)."""
+    budget_half_life: float | None = 2.0
+    """Budget mode: presentations of a prompt after which its remembered evidence counts half (the memory decays
+    per visit of the prompt, not per step, so it works whatever the number of steps between visits; a skipped prompt
+    decays too and is retried later). None: never decays."""
+    budget_probe: int | None = None
+    """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
+    re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
+    with fewer than ``group_size`` samples and is trained on what it has (counted as ``num_short_groups``).
+    Ignored when ``budget_skip`` is False."""
+    budget_min_group: int | None = None
+    """Budget mode: the pool size at which a prompt may exit (None: ``group_size``). With a probe of 2 and the
+    ``mixed`` rule, ``2`` lets a prompt whose probe already holds both classes stop there (a short group with
+    signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
+    ``budget_skip`` is False."""
+    budget_overdraw: float = 1.0
+    """Budget mode: candidate prompts offered per trained prompt (over-draw, as in GRESO and VIP). With ``2.0`` the
+    sampler is given twice the prompts the budget can train on (the trainer takes ``ceil(2 x batch_size)`` from its
+    stream); the budget stays GRPO's for the trained prompts (``group_size x floor(candidates / budget_overdraw)``)
+    and the value allocation gives groups to the candidates most likely to give signal (the cross-step memory's
+    saturated or hopeless prompts last; ties by order) and skips the rest (``num_skipped``). Helps only when prompts
+    recur (several epochs over a fixed prompt set). 1.0: no over-draw. Needs ``budget_skip`` (TRL and verl need a
+    group for every prompt they are given, so they cannot over-draw)."""
+    on_verifier_failure: str = "zero"
+    """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
+    removes it from the pool (and counts it). Neither loses the prompt."""
+    generation_retries: int = 2
+    """Times a failed generator call is retried before the step ends early with the work already done."""
+    seed: int = 0
+    """Seed for the random choices of selection (the trainer sets it to its own ``seed``)."""
+    mode: str = "rounds"
+    """``"rounds"`` (the paper: every active prompt waits for the round barrier) or ``"streaming"`` (no barrier: a
+    prompt's next samples are submitted as soon as its last ones are scored, and cancelled when it exits; see
+    docs/beyond_the_paper.md; not with budget mode). The sampler factory builds the sampler this names."""
+    streaming: StreamingConfig = field(default_factory=StreamingConfig)
+    """Settings of ``mode="streaming"`` (:class:`~reinforce_ada.config.StreamingConfig`)."""
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    """The cross-step pass-rate memory (:class:`~reinforce_ada.config.MemoryConfig`)."""
+
+    def __post_init__(self) -> None:
+        self.streaming = section(StreamingConfig, self.streaming, "streaming")
+        self.memory = section(MemoryConfig, self.memory, "memory")
+        _check_types(self)
+        check_positive_ints(self, ("samples_per_round", "max_rounds", "group_size", "min_positive"))
+        if self.group_size < 2:
+            raise ConfigError(
+                f"group_size must be >= 2 (got {self.group_size}): a group of one has no baseline and no signal"
+            )
+        if self.group_size > self.max_samples:
+            raise ConfigError(
+                f"group_size={self.group_size} exceeds samples_per_round * max_rounds = {self.max_samples}: "
+                "no prompt could ever fill its group"
+            )
+        if not math.isfinite(self.positive_threshold):
+            raise ConfigError(f"positive_threshold must be finite (got {self.positive_threshold})")
+        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise ConfigError(f"epsilon must be a finite number >= 0 (got {self.epsilon})")
+        if self.generation_retries < 0:
+            raise ConfigError(f"generation_retries must be >= 0 (got {self.generation_retries})")
+        _check_choice("exit_rule", self.exit_rule, EXIT_RULES.names())
+        _check_choice("selection", self.selection, SELECTION_RULES.names())
+        _check_choice("advantage", self.advantage, ADVANTAGES.names())
+        _check_choice("allocation", self.allocation, ALLOCATION_RULES.names() + STEP_ALLOCATION_RULES.names())
+        if self.sample_budget_per_step is not None:
+            value = self.sample_budget_per_step
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"sample_budget_per_step must be a positive integer (got {value!r})")
+        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
+            if getattr(self, name) is not None and self.allocation != "budget":
+                raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
+                                  f"(got allocation={self.allocation!r})")
+        if self.budget_probe is not None:
+            value = self.budget_probe
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
+                raise ConfigError(f"budget_probe must be an integer in 1..group_size={self.group_size} "
+                                  f"(got {value!r})")
+        if self.budget_min_group is not None:
+            value = self.budget_min_group
+            if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= self.group_size:
+                raise ConfigError(f"budget_min_group must be an integer in 2..group_size={self.group_size} "
+                                  f"(got {value!r})")
+        if self.budget_half_life is not None and not (isinstance(self.budget_half_life, (int, float))
+                                                      and math.isfinite(self.budget_half_life)
+                                                      and self.budget_half_life > 0):
+            raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
+        value = self.budget_overdraw
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and value >= 1.0):
+            raise ConfigError(f"budget_overdraw must be a number >= 1 (got {value!r})")
+        if value != 1.0 and self.allocation != "budget":
+            raise ConfigError(f"budget_overdraw is a setting of budget mode, allocation='budget' "
+                              f"(got allocation={self.allocation!r})")
+        if value != 1.0 and not self.budget_skip:
+            raise ConfigError(f"budget_overdraw={value} needs budget_skip=True: over-drawn candidates are skipped, "
+                              "and with budget_skip=False (TRL, verl) every prompt must get its group")
+        if self.allocation == "budget":
+            from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
+
+            if self.exit_rule not in BUDGET_EXIT_RULES:
+                raise ConfigError(f"allocation='budget' values the chance of meeting the exit rule, which must then "
+                                  f"be one of {list(BUDGET_EXIT_RULES)} (got exit_rule={self.exit_rule!r})")
+        _check_choice("unexited", self.unexited, ["keep", "drop"])
+        _check_choice("mode", self.mode, ["rounds", "streaming"])
+        if self.streaming.budget is not None and self.streaming.budget < self.group_size:
+            raise ConfigError(f"streaming.budget={self.streaming.budget} is below group_size={self.group_size}")
+        if not self.memory.enabled and (self.streaming.skip_below or self.streaming.cap_below
+                                        or (self.memory.seed and not self.is_budget)):
+            raise ConfigError("memory.seed, streaming.skip_below and streaming.cap_below need memory.enabled=True "
+                              "(or, for memory.seed, budget mode: allocation='budget')")
+        _check_choice("on_verifier_failure", self.on_verifier_failure, ["zero", "drop"])
+        if callable(self.unexited) or callable(self.on_verifier_failure):
+            raise ConfigError("unexited and on_verifier_failure take a name, not a callable")
+
+    @property
+    def max_samples(self) -> int:
+        """The per-prompt budget of one step, M * N."""
+        return self.samples_per_round * self.max_rounds
+
+    @property
+    def min_exit_count(self) -> int:
+        """The pool size a prompt needs before it may exit: ``group_size``, or budget mode's ``budget_min_group``."""
+        if self.is_budget and self.budget_skip and self.budget_min_group is not None:
+            return self.budget_min_group
+        return self.group_size
+
+    @property
+    def is_budget(self) -> bool:
+        """Budget mode: one sample budget per step shared by the batch's prompts (``allocation="budget"``)."""
+        return self.allocation in STEP_ALLOCATION_RULES
+
+    def trained_prompts(self, num_candidates: int) -> int:
+        """Budget mode: how many of ``num_candidates`` prompts the default budget trains on,
+        ``floor(num_candidates / budget_overdraw)`` (at least 1): :meth:`candidate_prompts` of a batch size gives
+        that batch size back exactly.
+
+        >>> SamplerConfig(allocation="budget", exit_rule="mixed", budget_overdraw=1.5).trained_prompts(5)
+        3
+        """
+        return max(1, math.floor(num_candidates / self.budget_overdraw + 1e-9))
+
+    def candidate_prompts(self, batch_size: int) -> int:
+        """Budget mode: prompts to offer the sampler to train on ``batch_size``, ``ceil(batch_size x
+        budget_overdraw)`` (``batch_size`` without over-draw).
+
+        >>> SamplerConfig(allocation="budget", exit_rule="mixed", budget_overdraw=1.5).candidate_prompts(3)
+        5
+        """
+        return math.ceil(batch_size * self.budget_overdraw - 1e-9)
+
+    def step_budget(self, num_prompts: int) -> int:
+        """Budget mode: the samples one step over ``num_prompts`` prompts (candidates) may draw; a ConfigError below
+        one group per trained prompt (``group_size x`` :meth:`trained_prompts`)."""
+        trained = self.trained_prompts(num_prompts)
+        minimum = self.group_size * trained
+        value = minimum if self.sample_budget_per_step is None else self.sample_budget_per_step
+        if value < minimum:
+            overdraw = (f" ({num_prompts} candidates / budget_overdraw {self.budget_overdraw:g})"
+                        if self.budget_overdraw != 1.0 else "")
+            raise ConfigError(f"sample_budget_per_step={value} is below one group per {'trained ' * bool(overdraw)}"
+                              f"prompt: at least group_size x prompts = {self.group_size} x {trained} = "
+                              f"{minimum}{overdraw}")
+        return value
+
+    @classmethod
+    def grpo(cls, group_size: int = 4, **overrides: Any) -> "SamplerConfig":
+        """Plain GRPO through the same sampler: one round of ``group_size`` samples, group-local baseline."""
+        params = dict(samples_per_round=group_size, max_rounds=1, group_size=group_size, exit_rule="once",
+                      selection="random", advantage="group")
+        params.update(overrides)
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready mapping (sections nested; callables by their repr)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("streaming", "memory"):
+                out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)}
+            else:
+                out[f.name] = repr(value) if callable(value) else value
+        return out
+
+
+@dataclass
+class DynamicSamplingConfig:
+    """DAPO-style dynamic sampling (Yu et al., 2025): draw fresh prompts, ``group_size`` samples each, and keep only
+    groups with non-zero reward variance until ``batch_size`` groups are collected."""
+
+    batch_size: int = 512
+    """B: groups with signal to collect."""
+    group_size: int = 4
+    """n: completions per prompt."""
+    generation_batch_size: int | None = None
+    """Prompts drawn per generation call (defaults to ``batch_size``)."""
+    max_generation_batches: int = 8
+    """Give up after this many generation calls and return the groups collected so far (verl's
+    ``max_num_gen_batches``)."""
+    positive_threshold: float = 0.5
+    """As in :class:`SamplerConfig`."""
+    normalize_std: bool = False
+    """Divide advantages by the group std (+ epsilon)."""
+    epsilon: float = 1e-6
+    on_verifier_failure: str = "zero"
+    generation_retries: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        check_positive_ints(self, ("batch_size", "group_size", "max_generation_batches"))
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be >= 2 (got {self.group_size})")
+        if self.generation_batch_size is None:
+            self.generation_batch_size = self.batch_size
+        elif (not isinstance(self.generation_batch_size, int) or isinstance(self.generation_batch_size, bool)
+              or self.generation_batch_size <= 0):
+            raise ConfigError(f"generation_batch_size must be a positive integer (got {self.generation_batch_size!r})")
+        self.round_config()  # checks positive_threshold, epsilon, on_verifier_failure, generation_retries
+
+    def round_config(self) -> SamplerConfig:
+        """The single GRPO round this strategy runs on each generation batch."""
+        return SamplerConfig.grpo(
+            self.group_size, positive_threshold=self.positive_threshold, normalize_std=self.normalize_std,
+            epsilon=self.epsilon, on_verifier_failure=self.on_verifier_failure,
+            generation_retries=self.generation_retries, seed=self.seed,
+        )

@@ -1,0 +1,99 @@
+"""The trainer's sampling strategies as one table of :class:`~reinforce_ada.config.SamplerConfig` settings, applied
+by one rule (:func:`strategy_sampler_values`), and the old flat spellings of the sampler's settings."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Any
+
+from reinforce_ada.config.sampler import SamplerConfig
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["GROUP_SIZE", "RENAMED", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "strategy_sampler_values"]
+
+GROUP_SIZE = "<group_size>"
+"""A table value meaning "the sampler's ``group_size``" (GRPO draws one round of n)."""
+
+_ONE_GRPO_ROUND: dict[str, Any] = dict(samples_per_round=GROUP_SIZE, max_rounds=1, exit_rule="once",
+                                       selection="random", advantage="group")
+
+STRATEGY_SAMPLER_SETTINGS: dict[str, dict[str, Any]] = {
+    "ada-balanced": dict(exit_rule="balanced"),
+    "ada-positive": dict(exit_rule="positive"),
+    "ada-mixed": dict(exit_rule="mixed"),
+    "ada-budget": dict(exit_rule="mixed", allocation="budget"),
+    "grpo": _ONE_GRPO_ROUND,
+    "dapo": _ONE_GRPO_ROUND,  # each generation batch is one GRPO round (DynamicSamplingConfig.round_config)
+}
+"""What each trainer ``strategy`` sets in the sampler tree; every other sampler field is the user's.
+
+``ada-<rule>`` is Reinforce-Ada with that exit rule (``mixed``: exit once the pool has one positive and one negative,
+see docs/beyond_the_paper.md). ``ada-budget`` is budget mode: a fixed number of samples per step
+(``sample_budget_per_step``, default GRPO's ``group_size x batch_size``) allocated over the batch's prompts by a
+cross-step pass-rate memory, in rounds. ``grpo`` is one round of n with a group-local baseline; ``dapo`` repeats
+that round on fresh prompts, keeping groups with signal (:class:`~reinforce_ada.config.DynamicSamplingConfig`).
+A field the strategy sets may be given only with the strategy's value (anything else is a ConfigError naming both).
+"""
+
+STRATEGIES = tuple(STRATEGY_SAMPLER_SETTINGS)
+"""The trainer's sampling strategies (the keys of :data:`STRATEGY_SAMPLER_SETTINGS`)."""
+
+_BUDGET_ONLY = ("sample_budget_per_step", "budget_probe", "budget_min_group", "budget_overdraw")
+
+RENAMED: dict[str, str] = {
+    "streaming_allocation": "sampler.streaming.allocation",
+    "streaming_target": "sampler.streaming.target",
+    "sample_budget": "sampler.streaming.budget",
+    "max_in_flight": "sampler.streaming.max_in_flight",
+    "give_up_below": "sampler.streaming.give_up_below",
+    "min_signal_rate": "sampler.streaming.min_signal_rate",
+    "skip_below": "sampler.streaming.skip_below",
+    "cap_below": "sampler.streaming.cap_below",
+    "memory": "sampler.memory.enabled",
+    "memory_half_life": "sampler.memory.half_life",
+    "memory_max_evidence": "sampler.memory.max_evidence",
+    "memory_seed": "sampler.memory.seed",
+}
+"""Old flat :class:`~reinforce_ada.config.TrainConfig` fields that moved into a section of the sampler tree under
+another name (the old top-level ``sampler: rounds|streaming`` is now ``sampler.mode``). Giving one is a ConfigError
+naming the new spelling. The sampler's own fields (``group_size``, ``exit_rule``, ...) keep their flat spellings as
+aliases (see :func:`reinforce_ada.config.loading.flat_aliases`)."""
+
+
+def given_sampler_values(sampler: SamplerConfig | dict[str, Any]) -> dict[str, Any]:
+    """The fields given: a mapping as it is; for a built :class:`SamplerConfig`, the fields that differ from their
+    defaults (a default value given explicitly cannot be told apart; give a mapping to have it checked)."""
+    if isinstance(sampler, dict):
+        return dict(sampler)
+    given = {}
+    for f in fields(SamplerConfig):
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if getattr(sampler, f.name) != default:
+            given[f.name] = getattr(sampler, f.name)
+    return given
+
+
+def strategy_sampler_values(strategy: str, seed: int, sampler: SamplerConfig | dict[str, Any]) -> dict[str, Any]:
+    """The :class:`SamplerConfig` keyword arguments of the trainer's ``sampler`` under ``strategy``: what was given,
+    plus the strategy's settings (:data:`STRATEGY_SAMPLER_SETTINGS`) and the trainer's ``seed``.
+
+    >>> strategy_sampler_values("grpo", 3, {"group_size": 8})["samples_per_round"]
+    8
+    """
+    values = given_sampler_values(sampler)
+    if strategy != "ada-budget":
+        for name in _BUDGET_ONLY:
+            if name in values and values[name] != (1.0 if name == "budget_overdraw" else None):
+                raise ConfigError(f"sampler.{name} is a setting of strategy='ada-budget' (got strategy={strategy!r})")
+    group_size = values.get("group_size", SamplerConfig.__dataclass_fields__["group_size"].default)
+    wanted_values = {name: group_size if value == GROUP_SIZE else value
+                     for name, value in STRATEGY_SAMPLER_SETTINGS[strategy].items()}
+    for name, wanted in {**wanted_values, "seed": seed}.items():
+        if name in values and values[name] != wanted:
+            owner = f"strategy={strategy!r}" if name != "seed" else "the trainer's seed"
+            raise ConfigError(f"sampler.{name}={values[name]!r} contradicts {owner}, which sets "
+                              f"sampler.{name}={wanted!r}" + (" (give seed instead)" if name == "seed" else ""))
+        values[name] = wanted
+    if strategy != "ada-budget" and values.get("allocation") == "budget":
+        raise ConfigError(f"sampler.allocation='budget' is strategy='ada-budget' (got strategy={strategy!r})")
+    return values

