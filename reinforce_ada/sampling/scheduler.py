@@ -29,7 +29,7 @@ from reinforce_ada.core.beta_allocation import (
 )
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, build_batch, remember_pools
+from reinforce_ada.sampling.pools import GroupSelector, add_scored, check_exit, remember_pools, select_and_build
 from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 __all__ = ["SampleRequest", "StreamingOptions", "StreamingScheduler"]
@@ -316,14 +316,7 @@ class StreamingScheduler:
             completion.prompt_id = request.prompt.prompt_id
             completion.round = request.wave
             pool.num_drawn += 1
-            if reward is None:
-                pool.num_verifier_failures += 1
-                if cfg.on_verifier_failure == "drop":
-                    touched[request.prompt.prompt_id] = state
-                    continue
-                reward = 0.0
-            completion.reward = reward
-            pool.add(completion)
+            add_scored(pool, completion, reward, cfg.on_verifier_failure)
             touched[request.prompt.prompt_id] = state
         to_cancel: list[SampleRequest] = []
         for state in touched.values():
@@ -331,8 +324,7 @@ class StreamingScheduler:
             pool.num_rounds = state.wave
             if pool.exited:
                 continue
-            if pool.count >= cfg.group_size and self.exit_rule(pool.num_positive, pool.num_negative, cfg.group_size):
-                pool.exit_round = state.wave
+            if check_exit(pool, self.exit_rule, cfg.group_size, cfg.group_size, state.wave):
                 state.stopped = True
                 if not self.options.cancel_on_exit:
                     continue
@@ -395,14 +387,14 @@ class StreamingScheduler:
                 reward_mean=float(np.mean(rewards)) if rewards else float("nan")))
         return stats
 
-    def finish(self, sampler: AdaptiveSampler, prompts: list[Prompt], memory: PassRateMemory | None,
+    def finish(self, selector: GroupSelector, prompts: list[Prompt], memory: PassRateMemory | None,
                generation_error: str | None = None) -> SampledBatch:
-        """Select groups, compute advantages (the round-based sampler's code), update memory, add metrics."""
+        """Select groups with ``selector`` and build the batch (the path every sampler ends on,
+        :func:`~reinforce_ada.sampling.pools.select_and_build`), update memory, add the streaming metrics."""
         pools = self.pools
-        groups = sampler._select_groups(prompts, pools)
         num_skipped = sum(1 for s in self.states.values() if s.skipped)
-        batch = build_batch(groups, pools, self.wave_stats(), self.config, num_prompts=len(prompts),
-                            generation_error=generation_error, num_skipped=num_skipped)
+        batch = select_and_build(selector, prompts, pools, self.wave_stats(), generation_error=generation_error,
+                                 num_skipped=num_skipped)
         batch.metrics.update({
             "num_skipped": float(num_skipped),
             "num_capped": float(sum(1 for s in self.states.values() if s.capped)),
