@@ -75,6 +75,16 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields
     "ada-budget-od2-hl8": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
     "ada-budget-od3-hl8": dict(strategy="ada-budget", budget_overdraw=3.0, budget_half_life=8.0),
     "ada-budget-od2-hlinf": dict(strategy="ada-budget", budget_overdraw=2.0, budget_half_life=None),  # never forgets
+    # train on the whole pool (selection="all"): every generated sample gets a gradient, as in GRPO, instead of n of
+    # the pool (docs/benchmarks.md, "Training on the whole pool")
+    "stream-mixed-all": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                             samples_per_round=1, max_rounds=32, selection="all"),
+    "stream-mixed-cap8-all": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                                  samples_per_round=1, max_rounds=8, selection="all"),
+    "stream-mixed-cap6-all": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
+                                  samples_per_round=1, max_rounds=6, selection="all"),
+    "ada-mixed-all": dict(strategy="ada-mixed", selection="all"),
+    "ada-balanced-all": dict(strategy="ada-balanced", selection="all"),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": dict(strategy="ada-mixed", sampler="streaming", streaming_allocation="fixed",
                                 samples_per_round=1, max_rounds=32, min_signal_rate=0.015, sample_budget=128,
