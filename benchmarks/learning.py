@@ -83,6 +83,13 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "ada-budget-od2-hl8": _budget(budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
     "ada-budget-od3-hl8": _budget(budget_overdraw=3.0, budget_half_life=8.0),
     "ada-budget-od2-hlinf": _budget(budget_overdraw=2.0, budget_half_life=None),  # never forgets
+    # train on the whole pool (selection="all"): every generated sample gets a gradient, as in GRPO, instead of n of
+    # the pool (docs/benchmarks.md, "Training on the whole pool")
+    "stream-mixed-all": _stream("ada-mixed", 32, selection="all"),
+    "stream-mixed-cap8-all": _stream("ada-mixed", 8, selection="all"),
+    "stream-mixed-cap6-all": _stream("ada-mixed", 6, selection="all"),
+    "ada-mixed-all": dict(strategy="ada-mixed", sampler=dict(selection="all")),
+    "ada-balanced-all": dict(strategy="ada-balanced", sampler=dict(selection="all")),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": _stream("ada-mixed", 32, streaming=dict(allocation="fixed", min_signal_rate=0.015,
                                                                    budget=128),
