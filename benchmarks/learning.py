@@ -193,7 +193,8 @@ def train_config(task: str, strategy: str, lr: float, seed: int, args: argparse.
 def pass_rates(model, tokenizer, verifier, prompts, samples: int, seed: int) -> list[float]:
     """Per-prompt fraction of ``samples`` sampled completions that are correct."""
     from reinforce_ada.generation.hf import HFGenerator
-    from reinforce_ada.sampler import GenerationRequest, score
+    from reinforce_ada.sampling.protocols import GenerationRequest
+    from reinforce_ada.sampling.scoring import score
 
     generator = HFGenerator(model, tokenizer, max_new_tokens=8, use_chat_template=False, seed=seed)
     outputs = generator.generate([GenerationRequest(p, samples) for p in prompts])

@@ -23,17 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reinforce_ada.errors import DataError, UsageError
-from reinforce_ada.sampler import score, validate_prompts
-from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_arguments", "evaluate", "format_results", "pass_at_k", "run"]
+__all__ = ["SampledAccuracy", "add_arguments", "evaluate", "format_results", "pass_at_k", "run", "sampled_accuracy"]
 
 METRICS = ("ave@k", "pass@1", "pass@k")
 
@@ -59,6 +60,31 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         failure *= 1.0 - k / i
     return 1.0 - failure
+
+
+@dataclass
+class SampledAccuracy:
+    """Counts of one :func:`sampled_accuracy`: samples scored, correct ones, and verifier failures among them."""
+
+    num_samples: int = 0
+    num_correct: int = 0
+    num_verifier_failures: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        """The share of samples that are correct (0 when there are none)."""
+        return self.num_correct / max(self.num_samples, 1)
+
+
+def sampled_accuracy(generator: Generator, verifier: Verifier, prompts: Sequence[Prompt], samples: int = 1,
+                     threshold: float = 0.5) -> SampledAccuracy:
+    """``samples`` completions of every prompt in one generator call, scored: how many, how many correct (reward
+    above ``threshold``), how many the verifier could not score (they count as incorrect). The trainer's held-out
+    accuracy and the warm start's stopping test."""
+    outputs, rewards = sample_and_score(generator, verifier, [GenerationRequest(p, samples) for p in prompts])
+    flat = [r for prompt_rewards in rewards for r in prompt_rewards]
+    return SampledAccuracy(len(flat), sum(1 for r in flat if r is not None and r > threshold),
+                           sum(r is None for r in flat))
 
 
 def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], datasets: Mapping[str, Sequence[Prompt]],
@@ -107,16 +133,9 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
             starts = range(0, len(prompts), batch_size)
             for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=not progress):
                 batch = prompts[start:start + batch_size]
-                outputs = list(generator.generate([GenerationRequest(p, k) for p in batch]))
-                if len(outputs) != len(batch):
-                    raise GenerationError(f"generator returned {len(outputs)} outputs for {len(batch)} requests")
-                flat_prompts = [p for p, completions in zip(batch, outputs) for _ in completions]
-                flat = [c for completions in outputs for c in completions]
-                rewards = score(verifiers[name], flat_prompts, flat) if flat else []
-                position = 0
-                for prompt, completions in zip(batch, outputs):
-                    prompt_rewards = rewards[position:position + len(completions)]
-                    position += len(completions)
+                outputs, rewards = sample_and_score(generator, verifiers[name],
+                                                    [GenerationRequest(p, k) for p in batch])
+                for prompt, completions, prompt_rewards in zip(batch, outputs, rewards):
                     correct = [r is not None and r > threshold for r in prompt_rewards]
                     num_failures += sum(r is None for r in prompt_rewards)
                     num_samples += len(completions)

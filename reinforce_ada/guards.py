@@ -151,22 +151,6 @@ def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> Watche
     return WatchedVerifier(verifier, name)
 
 
-def scored_accuracy(generator: Any, verifier: WatchedVerifier, prompts: Sequence[Any], config: Any,
-                    where: str) -> float:
-    """Held-out sampled accuracy (the share of ``eval_samples`` samples per prompt that are positive); stops the run
-    rather than report a made-up accuracy when the verifier could not score enough of them."""
-    from reinforce_ada.sampler import score
-    from reinforce_ada.sampling.protocols import GenerationRequest
-
-    verifier.start_window()
-    outputs = generator.generate([GenerationRequest(p, config.eval_samples) for p in prompts])
-    flat_prompts = [p for p, completions in zip(prompts, outputs) for _ in completions]
-    rewards = score(verifier, flat_prompts, [c for completions in outputs for c in completions])
-    check_verifier_failures(where, sum(r is None for r in rewards), len(rewards), config.max_verifier_failure_rate,
-                            verifier)
-    return sum(1 for r in rewards if r is not None and r > config.positive_threshold) / max(len(rewards), 1)
-
-
 def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
     """Stop the run when the tensor ``value`` holds NaN or infinity (before ``optimizer.step``)."""
     import torch

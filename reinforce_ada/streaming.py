@@ -17,7 +17,7 @@ prompt. Here each *sample* is its own request to an asynchronous engine, and eac
 4. The per-prompt budget stays ``M * N`` (``SamplerConfig.max_samples``). Optionally, memory skips prompts whose
    chance of exiting within the budget looks below ``skip_below`` or caps their budget (``cap_below``).
 5. The pools are then downsampled and given advantages exactly as in the round-based sampler (its selection and
-   :func:`reinforce_ada.sampler.build_batch`). ``Completion.round`` is the allocation *wave* of the prompt that
+   :func:`reinforce_ada.sampling.pools.build_batch`). ``Completion.round`` is the allocation *wave* of the prompt that
    requested it. Memory is updated only after the step, from the pool counts, and never enters a pool.
 
 The allocation/exit/cancel logic lives in :class:`~reinforce_ada.sampling.scheduler.StreamingScheduler` (with
@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol, Sequence, runtime_checkable
-
-import numpy as np
+from typing import Protocol, Sequence, runtime_checkable
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.core.exits import get_exit_rule
-from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, score, validate_prompts
+from reinforce_ada.sampling.pools import PoolSampler
 from reinforce_ada.sampling.protocols import GenerationError
+from reinforce_ada.sampling.scoring import score, validate_prompts
 from reinforce_ada.sampling.scheduler import SampleRequest, StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt, PromptId, SampledBatch
 
@@ -60,7 +57,7 @@ class AsyncEngine(Protocol):
     async def complete(self, prompt: Prompt, request_id: str) -> Completion: ...
 
 
-class StreamingSampler(AdaptiveSampler):
+class StreamingSampler(PoolSampler):
     """Streaming adaptive sampling over an :class:`AsyncEngine` (see the module docstring).
 
     ``sample(prompts)`` runs its own event loop; from async code use ``await sample_async(prompts)``.
@@ -76,17 +73,12 @@ class StreamingSampler(AdaptiveSampler):
                             "reinforce_ada.generation.async_hf.AsyncGeneratorEngine")
         if not callable(verifier):
             raise TypeError(f"verifier must be callable (got {type(verifier).__name__})")
+        super().__init__(verifier, config, memory)
         self.engine = engine
         self.generator = engine
-        self.verifier = verifier
-        self.config = config or SamplerConfig()
         if self.config.is_budget:
             raise ConfigError("allocation='budget' runs on the round-based sampler (AdaptiveSampler), not streaming")
         self.options = options or StreamingOptions()
-        self.memory = memory
-        self._exit_rule = get_exit_rule(self.config.exit_rule, min_positive=self.config.min_positive)
-        self._select = get_selection_rule(self.config.selection)
-        self.rng = np.random.default_rng(self.config.seed)
         StreamingScheduler([], self.config, self.options)  # validate the combination before any generation
 
     def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
@@ -166,16 +158,4 @@ class StreamingSampler(AdaptiveSampler):
                 await asyncio.gather(*tasks, return_exceptions=True)
         if generation_error is not None and not any(p.count for p in scheduler.pools.values()):
             raise GenerationError(generation_error)
-        return scheduler.finish(self, prompts, self.memory, generation_error)
-
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        if self.memory is not None:
-            state["memory"] = self.memory.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if self.memory is not None and "memory" in state:
-            self.memory.load_state_dict(state["memory"])
-
+        return scheduler.finish(self.selector, prompts, self.memory, generation_error)

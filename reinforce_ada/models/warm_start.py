@@ -62,15 +62,11 @@ class WarmStartSettings:
 
 def sampled_accuracy(generator: Any, verifier: Any, prompts: Sequence[Prompt], samples: int = 1,
                      positive_threshold: float = 0.5) -> float:
-    """Fraction of sampled completions whose reward exceeds ``positive_threshold``."""
-    from reinforce_ada.sampler import score
-    from reinforce_ada.sampling.protocols import GenerationRequest
+    """Fraction of sampled completions whose reward exceeds ``positive_threshold``
+    (:func:`reinforce_ada.evaluation.sampled_accuracy`)."""
+    from reinforce_ada.evaluation import sampled_accuracy as counts
 
-    outputs = generator.generate([GenerationRequest(p, samples) for p in prompts])
-    flat_prompts = [p for p, comps in zip(prompts, outputs) for _ in comps]
-    flat = [c for comps in outputs for c in comps]
-    rewards = score(verifier, flat_prompts, flat)
-    return sum(1 for r in rewards if r is not None and r > positive_threshold) / max(len(rewards), 1)
+    return counts(generator, verifier, prompts, samples, positive_threshold).accuracy
 
 
 def supervised_warm_start(model: Any, tokenizer: Any, train: Sequence[Prompt], held_out: Sequence[Prompt],

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from reinforce_ada.sampler import score
+from reinforce_ada.sampling.scoring import score
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 

@@ -26,8 +26,8 @@ from typing import Sequence
 from reinforce_ada.data.loading import read_jsonl
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.memory import prompt_key
-from reinforce_ada.sampler import generate_with_retries, score, validate_prompts
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -56,14 +56,8 @@ def estimate_pass_rates(prompts: Sequence[Prompt], generator: Generator, verifie
     for start in range(0, len(prompts), prompts_per_call):
         chunk = prompts[start:start + prompts_per_call]
         requests = [GenerationRequest(p, k) for p in chunk]
-        outputs = generate_with_retries(generator, requests, retries)
-        flat_prompts = [r.prompt for r, out in zip(requests, outputs) for _ in out]
-        flat = [c for out in outputs for c in out]
-        rewards = score(verifier, flat_prompts, flat)
-        offset = 0
-        for prompt, out in zip(chunk, outputs):
-            mine = rewards[offset:offset + len(out)]
-            offset += len(out)
+        outputs, rewards = sample_and_score(generator, verifier, requests, retries)
+        for prompt, out, mine in zip(chunk, outputs, rewards):
             positives = sum(1 for r in mine if r is not None and r > positive_threshold)
             estimates.append(PassRateEstimate(prompt.prompt_id, prompt_key(prompt),
                                               positives / len(out) if out else 0.0, len(out), positives))

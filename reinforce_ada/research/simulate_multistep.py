@@ -43,6 +43,7 @@ from reinforce_ada.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
 from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.pools import GroupSelector
 from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
@@ -188,7 +189,7 @@ def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: i
     if memory is not None and seed_estimates:
         for e in seed_estimates:
             memory.seed(e.key, e.pass_rate, e.num_samples)
-    selector = AdaptiveSampler(SimulatedGenerator(seed), simulated_verifier, spec.config)
+    selector = GroupSelector(spec.config)
     generator = TimedGenerator(SimulatedGenerator(seed), latency, seed)
     round_sampler = AdaptiveSampler(generator, simulated_verifier, spec.config) if spec.options is None else None
     step = 0

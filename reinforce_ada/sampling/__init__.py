@@ -1,10 +1,16 @@
-"""Sampling: the contracts every generation backend and reward function meets, and the streaming scheduler.
+"""Sampling: the contracts every generation backend and reward function meets, and the pieces every sampler shares.
 
-* :mod:`reinforce_ada.sampling.protocols` -- ``GenerationRequest``, the ``Generator`` and ``Verifier`` protocols and
-  the generation/verifier errors; backends import them from here, never from the sampling loop.
+* :mod:`reinforce_ada.sampling.protocols` -- ``GenerationRequest``, ``SampleRequest``, the ``Generator`` and
+  ``Verifier`` protocols and the generation/verifier errors; backends import them from here, never from a sampler.
+* :mod:`reinforce_ada.sampling.scoring` -- ``validate_prompts``, generation with retries, ``score`` and the one
+  generate -> score helper (``sample_and_score``) of the samplers, the evaluation and ``select-prompts``.
+* :mod:`reinforce_ada.sampling.pools` -- the record -> exit check -> selection -> batch path every sampler runs
+  (round-based, dynamic, streaming), and ``PoolSampler``, what the round-based and streaming samplers share.
 * :mod:`reinforce_ada.sampling.scheduler` -- ``StreamingScheduler``, the streaming sampler's ``want``/``record``
   state machine, and ``StreamingOptions``.
+* :mod:`reinforce_ada.sampling.factory` -- ``build_sampler``, a sampler from a ``SamplerConfig``.
 
-The samplers themselves are still :mod:`reinforce_ada.sampler` (round-based, dynamic) and
-:mod:`reinforce_ada.streaming`. This ``__init__`` imports nothing, so importing the protocols stays cheap.
+The samplers themselves are :mod:`reinforce_ada.sampler` (round-based, dynamic) and :mod:`reinforce_ada.streaming`;
+they differ only in *when* they ask for samples. This ``__init__`` imports nothing, so importing the protocols stays
+cheap.
 """

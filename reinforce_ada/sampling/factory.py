@@ -71,7 +71,7 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
 
 def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, memory: Any,
                        extra: dict[str, Any]) -> Any:
-    from reinforce_ada.sampler import _check_backends
+    from reinforce_ada.sampling.scoring import check_backends
     from reinforce_ada.sampling.scheduler import StreamingOptions
     from reinforce_ada.streaming import StreamingSampler
 
@@ -83,7 +83,7 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
     if not callable(getattr(generator, "complete", None)):
         from reinforce_ada.generation.async_hf import AsyncGeneratorEngine
 
-        _check_backends(generator, verifier)
+        check_backends(generator, verifier)
         engine = AsyncGeneratorEngine(generator)
         options.setdefault("fill_idle", False)  # a synchronous batch cannot be cancelled
     if memory is None and config.memory.enabled:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.types import Completion, Prompt, PromptId
 
-__all__ = ["GenerationError", "GenerationRequest", "Generator", "PartialGenerationError", "Verifier", "VerifierError"]
+__all__ = ["GenerationError", "GenerationRequest", "Generator", "PartialGenerationError", "SampleRequest", "Verifier",
+           "VerifierError"]
 
 
 @dataclass(slots=True)
@@ -23,6 +24,21 @@ class GenerationRequest:
 
     prompt: Prompt
     num_samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRequest:
+    """The streaming sampler's unit of work: the ``index``-th sample of ``prompt`` this step, requested in allocation
+    ``wave``; ``request_id`` is unique per sample and the same across its retries."""
+
+    prompt: Prompt
+    index: int
+    wave: int
+    request_id: str
+
+    @property
+    def key(self) -> tuple[PromptId, int]:
+        return (self.prompt.prompt_id, self.index)
 
 
 @runtime_checkable

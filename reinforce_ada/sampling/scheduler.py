@@ -1,11 +1,12 @@
 """The streaming sampler's state machine: per-prompt allocation, exits, cancellation -- no I/O, no event loop.
 
 :class:`StreamingScheduler` decides, sample by sample, what the streaming sampler asks for: ``want(n)`` returns up to
-``n`` new :class:`SampleRequest` s, ``record(results)`` takes scored samples and returns the requests to cancel,
-``finish`` selects the groups and builds the batch with the round-based sampler's code. Its options are
-:class:`StreamingOptions`. Two drivers share it: :class:`~reinforce_ada.streaming.StreamingSampler` (asyncio against
-an :class:`~reinforce_ada.streaming.AsyncEngine`) and the latency model (:mod:`reinforce_ada.research.latency`, in
-virtual time). The algorithm is described in :mod:`reinforce_ada.streaming`.
+``n`` new :class:`~reinforce_ada.sampling.protocols.SampleRequest` s, ``record(results)`` takes scored samples and
+returns the requests to cancel, ``finish`` selects the groups and builds the batch on the path every sampler shares
+(:mod:`reinforce_ada.sampling.pools`). Its options are :class:`StreamingOptions`. Two drivers share it:
+:class:`~reinforce_ada.streaming.StreamingSampler` (asyncio against an :class:`~reinforce_ada.streaming.AsyncEngine`)
+and the latency model (:mod:`reinforce_ada.research.latency`, in virtual time). The algorithm is described in
+:mod:`reinforce_ada.streaming`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from reinforce_ada.core.beta_allocation import (
 )
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler, build_batch, remember_pools
+from reinforce_ada.sampling.pools import GroupSelector, add_scored, check_exit, remember_pools, select_and_build
+from reinforce_ada.sampling.protocols import SampleRequest
 from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 __all__ = ["SampleRequest", "StreamingOptions", "StreamingScheduler"]
@@ -104,20 +106,6 @@ class StreamingOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"{name} must be a positive integer (got {value!r})")
-
-
-@dataclass(frozen=True, slots=True)
-class SampleRequest:
-    """One sample to generate: the ``index``-th sample of ``prompt`` this step, requested in allocation ``wave``."""
-
-    prompt: Prompt
-    index: int
-    wave: int
-    request_id: str
-
-    @property
-    def key(self) -> tuple[PromptId, int]:
-        return (self.prompt.prompt_id, self.index)
 
 
 @dataclass
@@ -267,11 +255,7 @@ class StreamingScheduler:
                     state.wave += 1
                 state.partial = take < num
             for _ in range(take):
-                request = SampleRequest(state.prompt, state.next_index, state.wave,
-                                        f"{self.step_id}-{state.prompt.prompt_id}-{state.next_index}")
-                state.next_index += 1
-                state.in_flight[request.index] = request
-                out.append(request)
+                out.append(self._new_request(state))
             if take < num:  # out of slots: keep its place at the head of the queue
                 break
             self._queue.popleft()
@@ -296,13 +280,24 @@ class StreamingScheduler:
                     continue
                 if self.options.min_signal_rate > 0 and len(state.in_flight) >= self._samples_before_give_up(state):
                     continue
-                request = SampleRequest(state.prompt, state.next_index, state.wave,
-                                        f"{self.step_id}-{state.prompt.prompt_id}-{state.next_index}")
-                state.next_index += 1
-                state.in_flight[request.index] = request
-                out.append(request)
+                out.append(self._new_request(state))
                 still.append(state)
             candidates = still
+
+    def _new_request(self, state: _PromptState) -> SampleRequest:
+        """The prompt's next sample, in its current wave, now in flight."""
+        request = SampleRequest(state.prompt, state.next_index, state.wave,
+                                f"{self.step_id}-{state.prompt.prompt_id}-{state.next_index}")
+        state.next_index += 1
+        state.in_flight[request.index] = request
+        return request
+
+    def _cancel_in_flight(self, state: _PromptState, to_cancel: list[SampleRequest]) -> None:
+        """Move the prompt's in-flight requests to ``to_cancel``."""
+        to_cancel.extend(state.in_flight.values())
+        self.num_cancelled += len(state.in_flight)
+        self.num_in_flight -= len(state.in_flight)
+        state.in_flight.clear()
 
     def record(self, results: Sequence[tuple[SampleRequest, Completion, float | None]]) -> list[SampleRequest]:
         """Add scored samples to their pools, check exits, and return the in-flight requests to cancel."""
@@ -316,14 +311,7 @@ class StreamingScheduler:
             completion.prompt_id = request.prompt.prompt_id
             completion.round = request.wave
             pool.num_drawn += 1
-            if reward is None:
-                pool.num_verifier_failures += 1
-                if cfg.on_verifier_failure == "drop":
-                    touched[request.prompt.prompt_id] = state
-                    continue
-                reward = 0.0
-            completion.reward = reward
-            pool.add(completion)
+            add_scored(pool, completion, reward, cfg.on_verifier_failure)
             touched[request.prompt.prompt_id] = state
         to_cancel: list[SampleRequest] = []
         for state in touched.values():
@@ -331,24 +319,16 @@ class StreamingScheduler:
             pool.num_rounds = state.wave
             if pool.exited:
                 continue
-            if pool.count >= cfg.group_size and self.exit_rule(pool.num_positive, pool.num_negative, cfg.group_size):
-                pool.exit_round = state.wave
+            if check_exit(pool, self.exit_rule, cfg.group_size, cfg.group_size, state.wave):
                 state.stopped = True
-                if not self.options.cancel_on_exit:
-                    continue
-                to_cancel.extend(state.in_flight.values())
-                self.num_cancelled += len(state.in_flight)
-                self.num_in_flight -= len(state.in_flight)
-                state.in_flight.clear()
+                if self.options.cancel_on_exit:
+                    self._cancel_in_flight(state, to_cancel)
             elif state.stopped:
                 continue
             elif (self.options.give_up_below > 0 and self._chance_of_gain(state) < self.options.give_up_below) or (
                     self.options.min_signal_rate > 0 and self._other_class_rate(state) < self.options.min_signal_rate):
                 state.gave_up = state.stopped = True  # hopeless within the budget: stop and free its slots
-                to_cancel.extend(state.in_flight.values())
-                self.num_cancelled += len(state.in_flight)
-                self.num_in_flight -= len(state.in_flight)
-                state.in_flight.clear()
+                self._cancel_in_flight(state, to_cancel)
             elif not state.queued:
                 state.queued = True
                 if self.options.follow_ups_first:
@@ -365,13 +345,11 @@ class StreamingScheduler:
 
     def abort(self) -> list[SampleRequest]:
         """Stop every prompt; return all in-flight requests (to cancel)."""
-        out = []
+        out: list[SampleRequest] = []
         for state in self.states.values():
-            out.extend(state.in_flight.values())
-            state.in_flight.clear()
+            self._cancel_in_flight(state, out)
             state.stopped = True
         self._queue.clear()
-        self.num_cancelled += len(out)
         self.num_in_flight = 0
         return out
 
@@ -395,14 +373,14 @@ class StreamingScheduler:
                 reward_mean=float(np.mean(rewards)) if rewards else float("nan")))
         return stats
 
-    def finish(self, sampler: AdaptiveSampler, prompts: list[Prompt], memory: PassRateMemory | None,
+    def finish(self, selector: GroupSelector, prompts: list[Prompt], memory: PassRateMemory | None,
                generation_error: str | None = None) -> SampledBatch:
-        """Select groups, compute advantages (the round-based sampler's code), update memory, add metrics."""
+        """Select groups with ``selector`` and build the batch (the path every sampler ends on,
+        :func:`~reinforce_ada.sampling.pools.select_and_build`), update memory, add the streaming metrics."""
         pools = self.pools
-        groups = sampler._select_groups(prompts, pools)
         num_skipped = sum(1 for s in self.states.values() if s.skipped)
-        batch = build_batch(groups, pools, self.wave_stats(), self.config, num_prompts=len(prompts),
-                            generation_error=generation_error, num_skipped=num_skipped)
+        batch = select_and_build(selector, prompts, pools, self.wave_stats(), generation_error=generation_error,
+                                 num_skipped=num_skipped)
         batch.metrics.update({
             "num_skipped": float(num_skipped),
             "num_capped": float(sum(1 for s in self.states.values() if s.capped)),

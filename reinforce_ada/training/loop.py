@@ -24,8 +24,8 @@ from typing import Any, Sequence
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
-from reinforce_ada.guards import (RunStopped, check_finite, check_prompt_lengths, check_verifier_failures,
-                                  scored_accuracy, watch_verifier)
+from reinforce_ada.evaluation import sampled_accuracy
+from reinforce_ada.guards import RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
 from reinforce_ada.preflight import check_train_inputs
 from reinforce_ada.run_folder import check_run_folder, prepare_run_folder, record_event, write_atomic
 from reinforce_ada.sampling.factory import build_sampler
@@ -260,8 +260,12 @@ class Trainer:
         """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive.
 
         Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them."""
-        return scored_accuracy(self.generator, self.verifier, self.eval_prompts, self.config,
-                               where=f"held-out evaluation at step {self.step}")
+        self.verifier.start_window()
+        counts = sampled_accuracy(self.generator, self.verifier, self.eval_prompts, self.config.eval_samples,
+                                  self.config.positive_threshold)
+        check_verifier_failures(f"held-out evaluation at step {self.step}", counts.num_verifier_failures,
+                                counts.num_samples, self.config.max_verifier_failure_rate, self.verifier)
+        return counts.accuracy
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
