@@ -79,6 +79,25 @@ def test_report_from_rows_by_hand():
     assert ada["steps"]["ratio"] == pytest.approx(0.55)
 
 
+def test_a_strategy_run_for_more_steps_than_grpo_is_paired_on_its_own_steps():
+    """A cheaper strategy runs 12 steps against GRPO's 8: acc@B interpolates within its longer history, and the
+    steps to GRPO's final accuracy are read on its own steps (beyond GRPO's last one)."""
+    bench = load_benchmark()
+    rows = []
+    for seed in (0, 1):
+        rows.append({"task": "t", "strategy": "grpo", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 100, 0.3], [8, 200, 0.4]]})
+        rows.append({"task": "t", "strategy": "cheap", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 50, 0.25], [8, 100, 0.3], [12, 150, 0.35 + 0.15 * seed]]})
+    report = bench.analyse("t", rows, {})
+    cheap = report["strategies"]["cheap"]
+    assert cheap["per_lr"][1.0]["at_budget"] == pytest.approx([0.35, 0.5])  # short of B: its final accuracy
+    assert cheap["per_lr"][1.0]["short_of_budget"] == 2
+    # mean curve 0.2, 0.25, 0.3, 0.425: GRPO's 0.4 at step 8 + 4 x 0.1 / 0.125, after GRPO's last step
+    assert cheap["steps"]["steps"] == pytest.approx(11.2) and cheap["steps"]["grpo_steps"] == pytest.approx(8.0)
+    assert cheap["steps"]["ratio"] == pytest.approx(1.4)
+
+
 @pytest.mark.slow
 def test_json_schema_from_a_tiny_run(tmp_path):
     bench = load_benchmark()
