@@ -542,6 +542,9 @@ def main(argv=None) -> int:
                             write_results(Path(args.json), rows, details)
         if args.json:
             print(f"wrote {args.json} and {details_path(Path(args.json))}")
+    if not args.from_json and "grpo" not in args.strategies:  # e.g. longer runs of cheaper strategies
+        print("no grpo in this invocation: report with --from-json, adding a file with GRPO's runs")
+        return 0
     for task in tasks:
         report = analyse(task, rows, details)
         print_report(report)
