@@ -88,9 +88,14 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     # --steps than GRPO (needs a recurring set: --train-prompts)
     "ada-budget-price0.08": _budget(budget_min_signal_rate=0.08),
     "ada-budget-price0.10": _budget(budget_min_signal_rate=0.10),
+    "ada-budget-price0.11": _budget(budget_min_signal_rate=0.11),
     "ada-budget-price0.12": _budget(budget_min_signal_rate=0.12),
     "ada-budget-price0.10-hl8": _budget(budget_min_signal_rate=0.10, budget_half_life=8.0),
     "ada-budget-price0.12-hl8": _budget(budget_min_signal_rate=0.12, budget_half_life=8.0),
+    # a prompt seen once at 4/4 or 0/4 is worth ~0.127 a sample after one visit's decay: the price must exceed that
+    "ada-budget-price0.13": _budget(budget_min_signal_rate=0.13),
+    "ada-budget-price0.14": _budget(budget_min_signal_rate=0.14),
+    "ada-budget-price0.14-hl8": _budget(budget_min_signal_rate=0.14, budget_half_life=8.0),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": _stream("ada-mixed", 32, streaming=dict(allocation="fixed", min_signal_rate=0.015,
                                                                    budget=128),
