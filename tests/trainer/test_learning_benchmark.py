@@ -154,3 +154,25 @@ def test_the_documented_overdraw_figures_come_from_the_committed_json():
             mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
             assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
             assert round(float(sum(entry["zero_variance_mean"]) / 5), 3) == zero_variance, (task, strategy)
+
+
+def test_the_documented_price_figures_come_from_the_committed_json():
+    """docs/benchmarks.md ("Price of signal") quotes these from docs/learning_results_price_exploration.json."""
+    bench = load_benchmark()
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rows = json.loads((docs / "learning_results_price_exploration.json").read_text())["rows"]
+    details = json.loads((docs / "learning_results_price_exploration_details.json").read_text())
+    expected = {"arithmetic": {"ada-budget-price0.12": (0.001, 0.004), "ada-budget-price0.14-hl8": (0.004, 0.043)},
+                "arithmetic-mixed": {"ada-budget-price0.10": (-0.016, 0.010), "ada-budget-price0.11": (-0.020, 0.033),
+                                     "ada-budget-price0.12": (-0.026, 0.015), "ada-budget-price0.13": (-0.019, 0.027),
+                                     "ada-budget-price0.14": (-0.023, 0.020),
+                                     "ada-budget-price0.12-hl8": (-0.015, 0.021),
+                                     "ada-budget-price0.14-hl8": (-0.031, 0.028)}}
+    budgets = {"arithmetic": 17966, "arithmetic-mixed": 16890}
+    for task, by_strategy in expected.items():
+        report = bench.analyse(task, rows, details)
+        assert report["seeds"] == [100, 101, 102, 103] and round(report["grpo_token_budget"]) == budgets[task]
+        for strategy, (gain, half) in by_strategy.items():
+            entry = report["strategies"][strategy]
+            mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
+            assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
