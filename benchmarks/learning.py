@@ -83,6 +83,13 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "ada-budget-od2-hl8": _budget(budget_overdraw=2.0, budget_half_life=8.0),  # slower forgetting
     "ada-budget-od3-hl8": _budget(budget_overdraw=3.0, budget_half_life=8.0),
     "ada-budget-od2-hlinf": _budget(budget_overdraw=2.0, budget_half_life=None),  # never forgets
+    # train on the whole pool (selection="all"): every generated sample gets a gradient, as in GRPO, instead of n of
+    # the pool (docs/benchmarks.md, "Training on the whole pool")
+    "stream-mixed-all": _stream("ada-mixed", 32, selection="all"),
+    "stream-mixed-cap8-all": _stream("ada-mixed", 8, selection="all"),
+    "stream-mixed-cap6-all": _stream("ada-mixed", 6, selection="all"),
+    "ada-mixed-all": dict(strategy="ada-mixed", sampler=dict(selection="all")),
+    "ada-balanced-all": dict(strategy="ada-balanced", sampler=dict(selection="all")),
     # price of signal: skip what the memory rates below r signal groups per sample and leave its samples unspent
     # (GRESO's skipping), so a step costs fewer tokens and GRPO's token budget buys more steps; run with more
     # --steps than GRPO (needs a recurring set: --train-prompts)
@@ -92,7 +99,7 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "ada-budget-price0.12": _budget(budget_min_signal_rate=0.12),
     "ada-budget-price0.10-hl8": _budget(budget_min_signal_rate=0.10, budget_half_life=8.0),
     "ada-budget-price0.12-hl8": _budget(budget_min_signal_rate=0.12, budget_half_life=8.0),
-    # a prompt seen once at 4/4 or 0/4 is worth ~0.127 a sample after one visit's decay: the price must exceed that
+    # higher prices: 0.08-0.12 skipped nothing on addition (the memory rates every prompt there at 0.18-0.21)
     "ada-budget-price0.13": _budget(budget_min_signal_rate=0.13),
     "ada-budget-price0.14": _budget(budget_min_signal_rate=0.14),
     "ada-budget-price0.14-hl8": _budget(budget_min_signal_rate=0.14, budget_half_life=8.0),

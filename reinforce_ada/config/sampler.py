@@ -58,7 +58,8 @@ class SamplerConfig:
     """A completion is positive when ``reward > positive_threshold``. The reference code used 0.7; with 0/1 rewards
     any value in [0, 1) gives the same classes."""
     selection: str | Callable = "balanced"
-    """How a pool is downsampled to ``group_size``: ``"balanced"``, ``"positive_focused"``, ``"random"`` or a
+    """How a pool is downsampled to ``group_size``: ``"balanced"``, ``"positive_focused"``, ``"random"``, ``"all"``
+    (no downsampling: train on the whole pool, so groups may exceed ``group_size``; standalone trainer only) or a
     callable ``(is_positive, group_size, rng) -> indices``."""
     unexited: str = "keep"
     """Prompts that never met the exit rule within ``max_rounds``: ``"keep"`` a group selected from their pool

@@ -1,4 +1,4 @@
-"""Selection: downsample a prompt's pool to a training group of exactly ``group_size`` completions.
+"""Selection: downsample a prompt's pool to a training group of ``group_size`` completions (or keep it whole).
 
 After sampling, each prompt's *pool* (every completion drawn for it this step) is reduced to a *group* of ``n``
 completions. Rules see the pool as a boolean array ``is_positive`` (``reward > positive_threshold``) and return the
@@ -14,8 +14,16 @@ indices to keep; which completions of a class are kept is a seeded uniform choic
   positives, the rest negatives, topped up from the other class -- ``strategy="ada-positive"`` with the default
   ``selection="balanced"`` is that behaviour.
 * ``random``            -- a uniform subset of the pool, ignoring classes.
+* ``all``               -- every completion of the pool, whatever ``group_size``: a group may be larger than ``n``
+  (a pool of up to ``M x N``) or smaller. Every generated sample is trained on, as in GRPO, instead of ``n`` of a
+  pool whose advantages already use the whole pool's mean. ``group_size`` still sets the exit rules' ``n`` and the
+  minimum pool size for an exit; only the downsampling is skipped. ``unexited`` applies as usual (``"keep"``:
+  an unexited pool is kept whole too; ``"drop"``: dropped). ``importance_weights`` come out as 1 for every sample
+  (the kept class counts equal the pool's, ``|G| m_c / (|P| k_c) = 1``). Not for TRL or verl, which train on
+  exactly ``n`` rows per prompt (their configs refuse it). Beyond the paper (docs/benchmarks.md,
+  "Training on the whole pool").
 
-When the pool holds fewer than ``n`` completions the whole pool is kept. Signature of every rule:
+When the pool holds fewer than ``n`` completions every rule keeps the whole pool. Signature of every rule:
 ``rule(is_positive: np.ndarray[bool], group_size: int, rng: np.random.Generator) -> np.ndarray[int]``.
 """
 
@@ -74,6 +82,12 @@ def random(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -
     if len(is_positive) <= group_size:
         return np.arange(len(is_positive), dtype=np.int64)
     return np.sort(rng.choice(len(is_positive), size=group_size, replace=False)).astype(np.int64)
+
+
+@SELECTION_RULES.register("all")
+def keep_all(is_positive: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    del group_size, rng  # no downsampling, and no random choice (the selection RNG is not advanced)
+    return np.arange(len(is_positive), dtype=np.int64)
 
 
 def get_selection_rule(name_or_fn: str | SelectionRule) -> SelectionRule:

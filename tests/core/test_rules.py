@@ -71,6 +71,9 @@ def select(name, pattern, n, seed=0):
     ("positive_focused", "+" * 12 + "-" * 4, 4, "+++-"),   # round(4 * 12/16) = 3
     ("positive_focused", "-" * 8, 4, "----"),
     ("random", "++++", 4, "++++"),
+    ("all", "+-+-+---", 4, "+-+-+---"),        # the whole pool, larger than n, in pool order
+    ("all", "+-", 4, "+-"),
+    ("all", "--------", 4, "--------"),
 ])
 def test_selection_class_counts(name, pattern, n, expected):
     assert select(name, pattern, n) == expected
@@ -79,7 +82,16 @@ def test_selection_class_counts(name, pattern, n, expected):
 def test_random_selection_is_a_sorted_subset():
     keep = get_selection_rule("random")(np.zeros(10, dtype=bool), 4, np.random.default_rng(3))
     assert len(keep) == 4 and keep.tolist() == sorted(set(keep.tolist())) and keep.max() < 10
-    assert SELECTION_RULES.names() == ["balanced", "positive_focused", "random"]
+    assert SELECTION_RULES.names() == ["all", "balanced", "positive_focused", "random"]
+
+
+def test_all_selection_keeps_every_index_and_leaves_the_rng_alone():
+    rng = np.random.default_rng(7)
+    before = rng.bit_generator.state
+    keep = get_selection_rule("all")(np.array([True, False] * 16), 4, rng)
+    assert keep.tolist() == list(range(32)) and keep.dtype == np.int64
+    assert rng.bit_generator.state == before  # no random choice: the other rules' draws are not shifted
+    assert get_selection_rule("all")(np.zeros(0, dtype=bool), 4, rng).tolist() == []
 
 
 @pytest.mark.parametrize("num_drawn, expected", [(0, 8), (24, 8), (30, 2), (32, 0), (40, 0)])

@@ -37,7 +37,7 @@ def scenarios(draw):
         samples_per_round=m, max_rounds=n_rounds, group_size=group_size,
         exit_rule=draw(st.sampled_from(["balanced", "positive", "once", two_of_each])),
         min_positive=draw(st.integers(1, 3)),
-        selection=draw(st.sampled_from(["balanced", "positive_focused", "random"])),
+        selection=draw(st.sampled_from(["balanced", "positive_focused", "random", "all"])),
         unexited=draw(st.sampled_from(["keep", "drop"])),
         advantage=draw(st.sampled_from(["pool", "group"])),
         normalize_std=draw(st.booleans()),
@@ -106,12 +106,16 @@ def test_sampler_invariants(scenario):
         first = met.index(True) + 1 if True in met else None
         assert pool.exit_round == first
 
-    # Groups: exactly group_size when the pool allows it, drawn from the pool, with the pool's statistics.
+    # Groups: exactly group_size when the pool allows it (the whole pool with selection="all"), drawn from the pool,
+    # with the pool's statistics.
     for group in batch.groups:
         pool = batch.pools[group.prompt_id]
-        assert len(group.completions) == min(n, pool.count) > 0
+        if cfg.selection == "all":
+            assert group.completions == pool.completions and pool.count > 0
+        else:
+            assert len(group.completions) == min(n, pool.count) > 0
         if pool.exited:
-            assert len(group.completions) == n
+            assert len(group.completions) == (pool.count if cfg.selection == "all" else n) >= n
         else:
             assert cfg.unexited == "keep"
         pool_ids = {id(c) for c in pool.completions}
@@ -141,6 +145,8 @@ def test_sampler_invariants(scenario):
     if cfg.importance_weights:
         assert batch.weights is not None and batch.weights.shape == (len(completions),)
         assert np.all(batch.weights > 0)
+        if cfg.selection == "all":
+            np.testing.assert_allclose(batch.weights, 1.0, rtol=1e-12)  # nothing was downsampled
     else:
         assert batch.weights is None
 

@@ -85,3 +85,18 @@ def test_trl_trains_in_budget_mode_and_saves_the_memory(tmp_path):
     assert batch.metrics["num_skipped"] == 0 and all(len(g.completions) == 2 for g in batch.groups)
     saved = json.loads((tmp_path / "run" / "checkpoint-2" / "ada_sampler_state_0.json").read_text())
     assert saved["sampler"]["memory"]["entries"], "TRL's checkpoint carries the pass-rate memory"
+
+
+def test_trl_and_verl_refuse_whole_pool_selection(tmp_path):
+    """``selection="all"`` gives groups of varying size; both backends train on exactly n rows per prompt."""
+    pytest.importorskip("trl")
+    pytest.importorskip("verl")
+    from reinforce_ada.integrations.trl import AdaGRPOConfig
+    from reinforce_ada.integrations.verl.config import sampler_config_from_verl
+
+    with pytest.raises(ConfigError, match="selection='all' keeps whole pools .* exactly num_generations"):
+        AdaGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], per_device_train_batch_size=8,
+                      num_generations=4, selection="all")
+    with pytest.raises(ConfigError, match=r"algorithm.reinforce_ada.selection='all' keeps whole pools .* rollout.n"):
+        sampler_config_from_verl({"algorithm": {"reinforce_ada": {"selection": "all"}},
+                                  "actor_rollout_ref": {"rollout": {"n": 4}}})

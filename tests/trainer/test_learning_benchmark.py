@@ -176,3 +176,30 @@ def test_the_documented_price_figures_come_from_the_committed_json():
             entry = report["strategies"][strategy]
             mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
             assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
+
+
+def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):
+    """docs/benchmarks.md ("Training on the whole pool") quotes these from docs/learning_results.json."""
+    bench = load_benchmark()
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rows = json.loads((docs / "learning_results.json").read_text())["rows"]
+    expected = {"arithmetic": {"stream-mixed-cap6-all": (0.006, 0.063), "stream-mixed-cap8-all": (0.004, 0.048)},
+                "arithmetic-mixed": {"stream-mixed-cap6-all": (0.000, 0.011), "stream-mixed-cap8-all": (-0.000, 0.016)}}
+    for task, by_strategy in expected.items():
+        report = bench.analyse(task, rows, {})
+        for strategy, (gain, half) in by_strategy.items():
+            entry = report["strategies"][strategy]
+            assert entry["best_lr"] == 5e-4 and report["seeds"] == [0, 1, 2, 3, 4]
+            mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
+            assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
+    # the same samplers keeping n per prompt, paired by seed (benchmarks/learning_paired.py)
+    spec = importlib.util.spec_from_file_location("learning_paired", PATH.with_name("learning_paired.py"))
+    paired = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paired)
+    assert paired.main([str(docs / "learning_results.json"), "--pair", "stream-mixed-cap8-all",
+                        "stream-mixed-cap8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "arithmetic: stream-mixed-cap8-all - stream-mixed-cap8 (lr 0.0005, seeds [0, 1, 2, 3, 4], B = 17,932 " \
+           "tokens): acc@B 0.004 ± 0.004" in out[0]
+    assert out[1].startswith("arithmetic-mixed: stream-mixed-cap8-all - stream-mixed-cap8") and \
+        "acc@B 0.004 ± 0.011" in out[1]

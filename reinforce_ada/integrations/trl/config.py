@@ -137,6 +137,9 @@ class AdaGRPOConfig(GRPOConfig):
                 f"{self.num_generations}: each process samples whole prompts, so it must hold whole groups"
             )
         self.sampler_config()  # validates the sampling fields now, before any model is loaded
+        if self.selection == "all":
+            raise ConfigError("selection='all' keeps whole pools of varying size; TRL trains on exactly "
+                              "num_generations completions per prompt: choose balanced, positive_focused or random")
         if self.sample_budget_per_step is not None:
             minimum = local_batch  # num_generations x this process's prompts per generation batch
             if self.sample_budget_per_step < minimum:

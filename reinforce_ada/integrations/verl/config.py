@@ -111,6 +111,9 @@ def sampler_config_from_verl(config: Any) -> SamplerConfig:
         sampler = SamplerConfig(group_size=int(group_size), budget_skip=False, **settings)
     except ConfigError as err:
         raise ConfigError(f"algorithm.{ESTIMATOR_NAME}: {err}") from None
+    if sampler.selection == "all":
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME}.selection='all' keeps whole pools of varying size; verl trains "
+                          "on exactly rollout.n rows per prompt: choose balanced, positive_focused or random")
     prompts_per_step = _get(config, "data.train_batch_size")
     if sampler.sample_budget_per_step is not None and isinstance(prompts_per_step, int):
         minimum = sampler.group_size * prompts_per_step
