@@ -90,6 +90,19 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "stream-mixed-cap6-all": _stream("ada-mixed", 6, selection="all"),
     "ada-mixed-all": dict(strategy="ada-mixed", sampler=dict(selection="all")),
     "ada-balanced-all": dict(strategy="ada-balanced", sampler=dict(selection="all")),
+    # price of signal: skip what the memory rates below r signal groups per sample and leave its samples unspent
+    # (GRESO's skipping), so a step costs fewer tokens and GRPO's token budget buys more steps; run with more
+    # --steps than GRPO (needs a recurring set: --train-prompts)
+    "ada-budget-price0.08": _budget(budget_min_signal_rate=0.08),
+    "ada-budget-price0.10": _budget(budget_min_signal_rate=0.10),
+    "ada-budget-price0.11": _budget(budget_min_signal_rate=0.11),
+    "ada-budget-price0.12": _budget(budget_min_signal_rate=0.12),
+    "ada-budget-price0.10-hl8": _budget(budget_min_signal_rate=0.10, budget_half_life=8.0),
+    "ada-budget-price0.12-hl8": _budget(budget_min_signal_rate=0.12, budget_half_life=8.0),
+    # higher prices: 0.08-0.12 skipped nothing on addition (the memory rates every prompt there at 0.18-0.21)
+    "ada-budget-price0.13": _budget(budget_min_signal_rate=0.13),
+    "ada-budget-price0.14": _budget(budget_min_signal_rate=0.14),
+    "ada-budget-price0.14-hl8": _budget(budget_min_signal_rate=0.14, budget_half_life=8.0),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
     "stream-mixed-priced": _stream("ada-mixed", 32, streaming=dict(allocation="fixed", min_signal_rate=0.015,
                                                                    budget=128),
@@ -150,12 +163,13 @@ def mean_curve(histories) -> tuple[list[int], np.ndarray]:
 
 def steps_ratio(strategy_runs, grpo_runs, num_boot: int = 2000, seed: int = 0) -> dict:
     """Steps for the strategy's mean curve to reach GRPO's mean final accuracy, against GRPO's own, with a paired
-    bootstrap over seeds (the two lists are aligned by seed)."""
+    bootstrap over seeds (the two lists are aligned by seed). Each curve is read on its own steps, so a strategy may
+    run for more (or fewer) steps than GRPO."""
     def ratio(idx):
-        steps, grpo = mean_curve([grpo_runs[i] for i in idx])
-        _, mine = mean_curve([strategy_runs[i] for i in idx])
+        grpo_steps, grpo = mean_curve([grpo_runs[i] for i in idx])
+        my_steps, mine = mean_curve([strategy_runs[i] for i in idx])
         target = grpo[-1]
-        return first_crossing(steps, mine, target), first_crossing(steps, grpo, target)
+        return first_crossing(my_steps, mine, target), first_crossing(grpo_steps, grpo, target)
 
     own, grpo_steps = ratio(range(len(grpo_runs)))
     rng = np.random.default_rng(seed)
@@ -541,6 +555,9 @@ def main(argv=None) -> int:
                             write_results(Path(args.json), rows, details)
         if args.json:
             print(f"wrote {args.json} and {details_path(Path(args.json))}")
+    if not args.from_json and "grpo" not in args.strategies:  # e.g. longer runs of cheaper strategies
+        print("no grpo in this invocation: report with --from-json, adding a file with GRPO's runs")
+        return 0
     for task in tasks:
         report = analyse(task, rows, details)
         print_report(report)

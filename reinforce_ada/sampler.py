@@ -152,7 +152,8 @@ class AdaptiveSampler(PoolSampler):
         sizes = self._step_rule(states, budget_left, samples_per_round=cfg.samples_per_round,
                                 max_samples=cfg.max_samples, group_size=cfg.group_size, exit_rule=cfg.exit_rule,
                                 min_positive=cfg.min_positive, skip=cfg.budget_skip,
-                                first_request=cfg.budget_probe, min_group=cfg.min_exit_count)
+                                first_request=cfg.budget_probe, min_group=cfg.min_exit_count,
+                                min_rate=cfg.budget_min_signal_rate)
         return [GenerationRequest(prompt, num) for prompt, num in zip(active, sizes) if num > 0]
 
 

@@ -101,6 +101,14 @@ class SamplerConfig:
     ``mixed`` rule, ``2`` lets a prompt whose probe already holds both classes stop there (a short group with
     signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
     ``budget_skip`` is False."""
+    budget_min_signal_rate: float = 0.0
+    """Budget mode: the *price of signal* -- the least chance of a group with signal that each sample must buy (as
+    ``streaming.min_signal_rate`` does for the streaming sampler; GRESO's skipping, without re-spending). A prompt
+    whose next samples are worth less (remembered as saturated or hopeless) gets none, and its share of the budget
+    is left unspent: the step draws fewer samples, so more steps fit in a token budget. Under ``mixed`` an unseen
+    prompt's first group is worth ``(n - 1) / (n + 1) / n`` per sample (0.15 for n = 4), so a lower price never
+    skips an unseen prompt. In [0, 1]; 0.0 (default): spend the whole budget. Needs ``budget_skip`` (TRL and verl
+    need a group for every prompt). See :mod:`reinforce_ada.core.budget_allocation`."""
     budget_overdraw: float = 1.0
     """Budget mode: candidate prompts offered per trained prompt (over-draw, as in GRESO and VIP). With ``2.0`` the
     sampler is given twice the prompts the budget can train on (the trainer takes ``ceil(2 x batch_size)`` from its
@@ -171,6 +179,16 @@ class SamplerConfig:
                                                       and math.isfinite(self.budget_half_life)
                                                       and self.budget_half_life > 0):
             raise ConfigError(f"budget_half_life must be a positive number or None (got {self.budget_half_life!r})")
+        value = self.budget_min_signal_rate
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0):
+            raise ConfigError(f"budget_min_signal_rate must be a number in [0, 1] (got {value!r})")
+        if value != 0.0 and self.allocation != "budget":
+            raise ConfigError(f"budget_min_signal_rate is a setting of budget mode, allocation='budget' "
+                              f"(got allocation={self.allocation!r})")
+        if value != 0.0 and not self.budget_skip:
+            raise ConfigError(f"budget_min_signal_rate={value} needs budget_skip=True: a prompt whose samples are "
+                              "worth less than the price gets none, and with budget_skip=False (TRL, verl) every "
+                              "prompt must get its group")
         value = self.budget_overdraw
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                 and value >= 1.0):

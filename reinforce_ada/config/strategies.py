@@ -38,7 +38,9 @@ A field the strategy sets may be given only with the strategy's value (anything 
 STRATEGIES = tuple(STRATEGY_SAMPLER_SETTINGS)
 """The trainer's sampling strategies (the keys of :data:`STRATEGY_SAMPLER_SETTINGS`)."""
 
-_BUDGET_ONLY = ("sample_budget_per_step", "budget_probe", "budget_min_group", "budget_overdraw")
+_BUDGET_ONLY = ("sample_budget_per_step", "budget_probe", "budget_min_group", "budget_overdraw",
+                "budget_min_signal_rate")
+_BUDGET_ONLY_DEFAULTS = {"budget_overdraw": 1.0, "budget_min_signal_rate": 0.0}
 
 RENAMED: dict[str, str] = {
     "streaming_allocation": "sampler.streaming.allocation",
@@ -83,7 +85,7 @@ def strategy_sampler_values(strategy: str, seed: int, sampler: SamplerConfig | d
     values = given_sampler_values(sampler)
     if strategy != "ada-budget":
         for name in _BUDGET_ONLY:
-            if name in values and values[name] != (1.0 if name == "budget_overdraw" else None):
+            if name in values and values[name] != _BUDGET_ONLY_DEFAULTS.get(name):
                 raise ConfigError(f"sampler.{name} is a setting of strategy='ada-budget' (got strategy={strategy!r})")
     group_size = values.get("group_size", SamplerConfig.__dataclass_fields__["group_size"].default)
     wanted_values = {name: group_size if value == GROUP_SIZE else value

@@ -36,6 +36,13 @@ exactly the missing ``n - count`` (the first round is GRPO's groups of ``n``, on
 every prompt has the same value, so the first round gives each ``n`` -- GRPO -- and a budget above ``n x prompts``
 goes, round by round, to the prompts whose groups still have no signal.
 
+**Price of signal** (``SamplerConfig.budget_min_signal_rate``, GRESO's skipping without re-spending). With a price
+``r > 0`` the greedy gives only increments worth at least ``r`` per sample and leaves the rest of the budget unspent:
+a prompt remembered as saturated or hopeless is skipped and its samples are *not* given to others, so the step is
+cheaper (fewer generated tokens) and keeps most of its signal groups. An unseen prompt's first group is worth
+``V(n) / n = (n - 1) / ((n + 1) n)`` per sample under ``mixed`` (0.15 for ``n = 4``), so a lower price never skips it;
+a skipped prompt's memory decays per visit (``budget_half_life``) and it is retried later.
+
 **Over-draw** (``SamplerConfig.budget_overdraw``, as in GRESO and VIP). The caller may offer more candidate prompts
 than the budget can give groups to (the budget stays ``n x trained prompts``); nothing changes here: the greedy gives
 the first groups to the candidates of highest value (ties to the earlier one) and the rest get none. With a memory of
@@ -103,12 +110,16 @@ def best_increment(values: Sequence[float], k: int, max_j: int) -> tuple[float, 
     return best_rate, best_j
 
 
-def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[int] | None = None) -> list[int]:
+def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[int] | None = None,
+             min_rate: float = 0.0) -> list[int]:
     """Greedy allocation of at most ``budget`` samples over prompts with value curves ``curves[i][k]``.
 
     ``len(curves[i]) - 1`` is prompt ``i``'s cap. ``required[i]`` samples are given first (they must fit in the
     budget and the cap). Then the increment with the highest value per sample (:func:`best_increment`) is given,
     again and again, while one with a positive value fits. Ties go to the lower index.
+
+    ``min_rate`` (the *price of signal*, module docstring): an increment is given only if its value per sample is
+    at least this; the budget no increment is worth is left unspent. 0.0: spend while any increment has value.
 
     >>> allocate([[0.0, 0.5, 0.6], [0.0, 0.3, 0.5]], 2)           # 0.5 first, then 0.2 (prompt 1) beats 0.1
     [1, 1]
@@ -116,9 +127,13 @@ def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[
     [2, 0]
     >>> allocate([[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]], 2, required=[0, 2])
     [0, 2]
+    >>> allocate([[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]], 4, min_rate=0.15)  # 0.45 a sample is worth it, 0.1 is not
+    [2, 0]
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0 (got {budget})")
+    if not 0.0 <= min_rate <= 1.0:
+        raise ValueError(f"min_rate must be in [0, 1] (got {min_rate})")
     alloc = list(required) if required is not None else [0] * len(curves)
     if len(alloc) != len(curves):
         raise ValueError(f"required has {len(alloc)} entries for {len(curves)} prompts")
@@ -132,7 +147,7 @@ def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[
 
     def push(i: int) -> None:
         rate, j = best_increment(curves[i], alloc[i], min(len(curves[i]) - 1 - alloc[i], left))
-        if j > 0:
+        if j > 0 and rate >= min_rate:
             heapq.heappush(heap, (-rate, i, j))
 
     for i in range(len(curves)):
@@ -151,7 +166,7 @@ def allocate(curves: Sequence[Sequence[float]], budget: int, required: Sequence[
 @STEP_ALLOCATION_RULES.register("budget")
 def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: int, max_samples: int,
            group_size: int, exit_rule: str = "mixed", min_positive: int = 1, skip: bool = True,
-           first_request: int | None = None, min_group: int | None = None) -> list[int]:
+           first_request: int | None = None, min_group: int | None = None, min_rate: float = 0.0) -> list[int]:
     """This round's request sizes for the still-active prompts ``states`` (see the module docstring, "Rounds").
 
     ``budget_left``: samples the step may still draw. ``max_samples``: the most one prompt may draw in the step.
@@ -161,11 +176,15 @@ def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: 
     that turns out saturated or hopeless costs less -- and may end the step with fewer than ``n`` samples.
     ``min_group``: the pool size at which a prompt may exit (default ``n``); smaller lets a prompt whose probe
     already has both classes stop there (the sampler must use the same minimum in its exit check).
+    ``min_rate``: the price of signal (:func:`allocate`); what no increment is worth stays unspent this step.
 
     >>> budget([PoolState(1.0, 1.0, 0, 0, 0)] * 3, 12, samples_per_round=8, max_samples=32, group_size=4)
     [4, 4, 4]
     >>> budget([PoolState(1.0, 1.0, 4, 0, 4)], 8, samples_per_round=8, max_samples=32, group_size=4)  # no signal yet
     [8]
+    >>> budget([PoolState(1.0, 1.0, 0, 0, 0), PoolState(1.0, 41.0, 0, 0, 0)], 8, samples_per_round=8,
+    ...        max_samples=32, group_size=4, min_rate=0.1)  # unseen: 0.15 a sample; 0 of 40 remembered: 0.022
+    [4, 0]
     """
     if exit_rule not in BUDGET_EXIT_RULES:
         raise ValueError(f"budget allocation values the exit rule, which must be one of {BUDGET_EXIT_RULES} "
@@ -178,7 +197,7 @@ def budget(states: Sequence[PoolState], budget_left: int, *, samples_per_round: 
         required = [min(m, cap) if s.num_drawn == 0 else 0 for s, m, cap in zip(states, missing, caps)]
         if sum(required) > budget_left:
             raise ValueError(f"budget_left={budget_left} cannot give every prompt its group ({sum(required)})")
-    plan = allocate(curves, max(0, budget_left), required)
+    plan = allocate(curves, max(0, budget_left), required, min_rate)
     first = group_size if first_request is None or not skip else first_request
     return [min(k, first if s.num_drawn == 0 else m) if m > 0 else min(k, samples_per_round)
             for k, m, s in zip(plan, missing, states)]

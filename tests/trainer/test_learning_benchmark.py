@@ -79,6 +79,25 @@ def test_report_from_rows_by_hand():
     assert ada["steps"]["ratio"] == pytest.approx(0.55)
 
 
+def test_a_strategy_run_for_more_steps_than_grpo_is_paired_on_its_own_steps():
+    """A cheaper strategy runs 12 steps against GRPO's 8: acc@B interpolates within its longer history, and the
+    steps to GRPO's final accuracy are read on its own steps (beyond GRPO's last one)."""
+    bench = load_benchmark()
+    rows = []
+    for seed in (0, 1):
+        rows.append({"task": "t", "strategy": "grpo", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 100, 0.3], [8, 200, 0.4]]})
+        rows.append({"task": "t", "strategy": "cheap", "lr": 1.0, "seed": seed,
+                     "history": [[0, 0, 0.2], [4, 50, 0.25], [8, 100, 0.3], [12, 150, 0.35 + 0.15 * seed]]})
+    report = bench.analyse("t", rows, {})
+    cheap = report["strategies"]["cheap"]
+    assert cheap["per_lr"][1.0]["at_budget"] == pytest.approx([0.35, 0.5])  # short of B: its final accuracy
+    assert cheap["per_lr"][1.0]["short_of_budget"] == 2
+    # mean curve 0.2, 0.25, 0.3, 0.425: GRPO's 0.4 at step 8 + 4 x 0.1 / 0.125, after GRPO's last step
+    assert cheap["steps"]["steps"] == pytest.approx(11.2) and cheap["steps"]["grpo_steps"] == pytest.approx(8.0)
+    assert cheap["steps"]["ratio"] == pytest.approx(1.4)
+
+
 @pytest.mark.slow
 def test_json_schema_from_a_tiny_run(tmp_path):
     bench = load_benchmark()
@@ -135,6 +154,28 @@ def test_the_documented_overdraw_figures_come_from_the_committed_json():
             mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
             assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
             assert round(float(sum(entry["zero_variance_mean"]) / 5), 3) == zero_variance, (task, strategy)
+
+
+def test_the_documented_price_figures_come_from_the_committed_json():
+    """docs/benchmarks.md ("Price of signal") quotes these from docs/learning_results_price_exploration.json."""
+    bench = load_benchmark()
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rows = json.loads((docs / "learning_results_price_exploration.json").read_text())["rows"]
+    details = json.loads((docs / "learning_results_price_exploration_details.json").read_text())
+    expected = {"arithmetic": {"ada-budget-price0.12": (0.001, 0.004), "ada-budget-price0.14-hl8": (0.004, 0.043)},
+                "arithmetic-mixed": {"ada-budget-price0.10": (-0.016, 0.010), "ada-budget-price0.11": (-0.020, 0.033),
+                                     "ada-budget-price0.12": (-0.026, 0.015), "ada-budget-price0.13": (-0.019, 0.027),
+                                     "ada-budget-price0.14": (-0.023, 0.020),
+                                     "ada-budget-price0.12-hl8": (-0.015, 0.021),
+                                     "ada-budget-price0.14-hl8": (-0.031, 0.028)}}
+    budgets = {"arithmetic": 17966, "arithmetic-mixed": 16890}
+    for task, by_strategy in expected.items():
+        report = bench.analyse(task, rows, details)
+        assert report["seeds"] == [100, 101, 102, 103] and round(report["grpo_token_budget"]) == budgets[task]
+        for strategy, (gain, half) in by_strategy.items():
+            entry = report["strategies"][strategy]
+            mean, width = bench.t_interval(entry["gain_vs_grpo_at_budget"])
+            assert (round(mean, 3), round(width, 3)) == (gain, half), (task, strategy)
 
 
 def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):

@@ -57,6 +57,7 @@ NOT_IN_TRL: dict[str, str] = {
     "budget_probe": "a setting of budget_skip=True, which TRL cannot use",
     "budget_min_group": "a setting of budget_skip=True, which TRL cannot use",
     "budget_overdraw": "needs budget_skip=True: TRL trains every prompt it is given",
+    "budget_min_signal_rate": "needs budget_skip=True: TRL trains every prompt it is given",
     "mode": "TRL generates in batches: the round-based sampler only",
     "streaming": "TRL generates in batches: the round-based sampler only",
     "memory": "budget mode's memory keeps its defaults",

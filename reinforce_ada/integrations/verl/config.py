@@ -35,6 +35,7 @@ NOT_IN_VERL: dict[str, str] = {
     "budget_probe": "a setting of budget_skip=True, which verl cannot use",
     "budget_min_group": "a setting of budget_skip=True, which verl cannot use",
     "budget_overdraw": "needs budget_skip=True: verl trains every prompt it hands out",
+    "budget_min_signal_rate": "needs budget_skip=True: verl trains every prompt it hands out",
     "mode": "verl runs the round-based sampler inside its agent loop",
     "streaming": "verl runs the round-based sampler inside its agent loop",
     "memory": "the rollout keeps its own pass-rate memory for budget mode",
