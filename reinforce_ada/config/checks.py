@@ -97,6 +97,17 @@ def _check_types(config: Any, prefix: str = "") -> None:
     check_field_types(type(config), {f.name: getattr(config, f.name) for f in fields(config)}, prefix=prefix)
 
 
+def unknown_fields(keys: list[Any], known: list[str], prefix: str = "") -> str:
+    """The unknown keys, each with the closest known name: ```foo` (did you mean `for`?)``."""
+    import difflib
+
+    hints = []
+    for key in keys:
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hints.append(f"`{prefix}{key}`" + (f" (did you mean `{prefix}{close[0]}`?)" if close else ""))
+    return ", ".join(hints)
+
+
 def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
     if not callable(value) and value not in choices:
         raise ConfigError(f"{field_name}={value!r} is not one of {choices} (or a callable)")

@@ -11,7 +11,7 @@ import typing
 from dataclasses import fields
 from typing import Any
 
-from reinforce_ada.config.checks import _field_types, check_field_types, field_docs
+from reinforce_ada.config.checks import _field_types, check_field_types, field_docs, unknown_fields
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "flat_aliases", "load_config",
@@ -137,8 +137,6 @@ def _renamed(cls: type) -> dict[str, str]:
 def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]:
     """Dotted names (``sampler.streaming.target``) and flat aliases (``group_size``) put in their sections; a setting
     given under two spellings, an old spelling or an unknown name is a ConfigError naming them."""
-    import difflib
-
     where = f"{source}: " if source else ""
     aliases, renamed, leaves = flat_aliases(cls), _renamed(cls), _leaves(cls)
     known = sorted(set(leaves) | set(aliases))
@@ -164,11 +162,7 @@ def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]
             raise ConfigError(f"{where}`{spelled[dotted]}` and `{key}` are the same setting ({dotted}); give one")
         spelled[dotted] = key
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hints.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
-        raise ConfigError(f"{where}unknown config field(s) {', '.join(hints)} for {cls.__name__}")
+        raise ConfigError(f"{where}unknown config field(s) {unknown_fields(unknown, known)} for {cls.__name__}")
     nested: dict[str, Any] = {}
     for dotted, key in spelled.items():
         *path, name = dotted.split(".")

@@ -4,12 +4,11 @@ trainer (:class:`~reinforce_ada.config.TrainConfig`), TRL's ``AdaGRPOConfig`` an
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from reinforce_ada.config.checks import _check_choice, _check_types, check_positive_ints
+from reinforce_ada.config.checks import _check_choice, _check_types, check_positive_ints, unknown_fields
 from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
 from reinforce_ada.core.advantages import ADVANTAGES
 from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
@@ -28,11 +27,7 @@ def section(cls: type, value: Any, name: str) -> Any:
     known = [f.name for f in fields(cls)]
     unknown = [key for key in value if key not in known]
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hints.append(f"`{name}.{key}`" + (f" (did you mean `{name}.{close[0]}`?)" if close else ""))
-        raise ConfigError(f"unknown config field(s) {', '.join(hints)}")
+        raise ConfigError(f"unknown config field(s) {unknown_fields(unknown, known, prefix=name + '.')}")
     return cls(**value)
 
 
