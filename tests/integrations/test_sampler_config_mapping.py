@@ -15,6 +15,7 @@ SAMPLER_FIELDS = {f.name for f in fields(SamplerConfig)}
 
 
 def test_every_sampler_field_reaches_verl_or_is_excluded_with_a_reason():
+    pytest.importorskip("verl")  # the plugin package imports verl (CI runs this file again in its verl pass)
     from reinforce_ada.integrations.verl.config import NOT_IN_VERL, SAMPLER_KEYS
 
     assert set(SAMPLER_KEYS) | set(NOT_IN_VERL) == SAMPLER_FIELDS
@@ -23,6 +24,7 @@ def test_every_sampler_field_reaches_verl_or_is_excluded_with_a_reason():
 
 
 def test_the_verl_yaml_defaults_are_the_sampler_config_defaults():
+    pytest.importorskip("verl")  # the plugin package imports verl (CI runs this file again in its verl pass)
     import yaml
 
     from reinforce_ada.integrations.verl.config import CONFIG_DIR, SAMPLER_KEYS
