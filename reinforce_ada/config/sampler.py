@@ -31,6 +31,15 @@ def section(cls: type, value: Any, name: str) -> Any:
     return cls(**value)
 
 
+BUDGET_ONLY_SETTINGS: dict[str, Any] = {"sample_budget_per_step": None, "budget_probe": None,
+                                        "budget_min_group": None, "budget_min_signal_rate": 0.0,
+                                        "budget_overdraw": 1.0}
+"""Settings of budget mode (``allocation="budget"``) and the value that leaves them off; any other value is an
+error under another allocation."""
+NEEDS_BUDGET_SKIP = {"budget_min_signal_rate": "a prompt whose samples are worth less than the price gets none",
+                     "budget_overdraw": "over-drawn candidates are skipped"}
+"""Budget settings that give some prompts no group, so they need ``budget_skip=True``; why."""
+
 @dataclass
 class SamplerConfig:
     """How completions are drawn, when prompts exit, and how groups and advantages are formed.
@@ -156,10 +165,6 @@ class SamplerConfig:
             value = self.sample_budget_per_step
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"sample_budget_per_step must be a positive integer (got {value!r})")
-        for name in ("sample_budget_per_step", "budget_probe", "budget_min_group"):
-            if getattr(self, name) is not None and self.allocation != "budget":
-                raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
-                                  f"(got allocation={self.allocation!r})")
         if self.budget_probe is not None:
             value = self.budget_probe
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.group_size:
@@ -177,23 +182,18 @@ class SamplerConfig:
         value = self.budget_min_signal_rate
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0):
             raise ConfigError(f"budget_min_signal_rate must be a number in [0, 1] (got {value!r})")
-        if value != 0.0 and self.allocation != "budget":
-            raise ConfigError(f"budget_min_signal_rate is a setting of budget mode, allocation='budget' "
-                              f"(got allocation={self.allocation!r})")
-        if value != 0.0 and not self.budget_skip:
-            raise ConfigError(f"budget_min_signal_rate={value} needs budget_skip=True: a prompt whose samples are "
-                              "worth less than the price gets none, and with budget_skip=False (TRL, verl) every "
-                              "prompt must get its group")
         value = self.budget_overdraw
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                 and value >= 1.0):
             raise ConfigError(f"budget_overdraw must be a number >= 1 (got {value!r})")
-        if value != 1.0 and self.allocation != "budget":
-            raise ConfigError(f"budget_overdraw is a setting of budget mode, allocation='budget' "
-                              f"(got allocation={self.allocation!r})")
-        if value != 1.0 and not self.budget_skip:
-            raise ConfigError(f"budget_overdraw={value} needs budget_skip=True: over-drawn candidates are skipped, "
-                              "and with budget_skip=False (TRL, verl) every prompt must get its group")
+        for name, off in BUDGET_ONLY_SETTINGS.items():
+            value = getattr(self, name)
+            if value != off and self.allocation != "budget":
+                raise ConfigError(f"{name} is a setting of budget mode, allocation='budget' "
+                                  f"(got allocation={self.allocation!r})")
+            if value != off and name in NEEDS_BUDGET_SKIP and not self.budget_skip:
+                raise ConfigError(f"{name}={value} needs budget_skip=True: {NEEDS_BUDGET_SKIP[name]}, and with "
+                                  "budget_skip=False (TRL, verl) every prompt must get its group")
         if self.allocation == "budget":
             from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
 

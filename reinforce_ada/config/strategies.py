@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from typing import Any
 
-from reinforce_ada.config.sampler import SamplerConfig
+from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, SamplerConfig
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["GROUP_SIZE", "RENAMED", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "strategy_sampler_values"]
@@ -37,10 +37,6 @@ A field the strategy sets may be given only with the strategy's value (anything 
 
 STRATEGIES = tuple(STRATEGY_SAMPLER_SETTINGS)
 """The trainer's sampling strategies (the keys of :data:`STRATEGY_SAMPLER_SETTINGS`)."""
-
-_BUDGET_ONLY = ("sample_budget_per_step", "budget_probe", "budget_min_group", "budget_overdraw",
-                "budget_min_signal_rate")
-_BUDGET_ONLY_DEFAULTS = {"budget_overdraw": 1.0, "budget_min_signal_rate": 0.0}
 
 RENAMED: dict[str, str] = {
     "streaming_allocation": "sampler.streaming.allocation",
@@ -84,8 +80,8 @@ def strategy_sampler_values(strategy: str, seed: int, sampler: SamplerConfig | d
     """
     values = given_sampler_values(sampler)
     if strategy != "ada-budget":
-        for name in _BUDGET_ONLY:
-            if name in values and values[name] != _BUDGET_ONLY_DEFAULTS.get(name):
+        for name, off in BUDGET_ONLY_SETTINGS.items():
+            if name in values and values[name] != off:
                 raise ConfigError(f"sampler.{name} is a setting of strategy='ada-budget' (got strategy={strategy!r})")
     group_size = values.get("group_size", SamplerConfig.__dataclass_fields__["group_size"].default)
     wanted_values = {name: group_size if value == GROUP_SIZE else value
