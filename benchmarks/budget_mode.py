@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.types import Completion, Prompt
 
 

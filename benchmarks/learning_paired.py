@@ -5,7 +5,7 @@ at ``--grpo-lr``, as in learning.py) and of the final accuracy, both at ``--lr``
 t-interval. Used for "Training on the whole pool" in docs/benchmarks.md (a whole-pool variant against the same
 strategy keeping n per prompt):
 
-    python benchmarks/learning_paired.py docs/learning_results.json \\
+    python benchmarks/learning_paired.py benchmarks/results/learning_results.json \\
         --pair stream-mixed-cap6-all stream-mixed-cap6 --pair stream-mixed-cap8-all stream-mixed-cap8
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning import accuracy_at_tokens, fmt  # noqa: E402
+from learning_report import accuracy_at_tokens, fmt  # noqa: E402
 
 
 def main(argv=None) -> int:

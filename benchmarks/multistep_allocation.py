@@ -47,7 +47,7 @@ from reinforce_ada.research.simulate_multistep import (
     run_multistep,
     select_initial,
 )
-from reinforce_ada.streaming import StreamingOptions
+from reinforce_ada.sampling.streaming import StreamingOptions
 
 PRICES = [0.008, 0.010, 0.011, 0.012, 0.013, 0.014, 0.016, 0.02, 0.03, 0.05, 0.08]  # min_signal_rate sweep
 BALANCED_PRICES = [0.005, 0.01, 0.02, 0.04]  # the same with the balanced exit rule

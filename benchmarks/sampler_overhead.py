@@ -29,7 +29,7 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.research.simulate import pass_rates_from
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 

@@ -30,7 +30,7 @@ from reinforce_ada.research.simulate_multistep import (
     run_multistep,
     select_initial,
 )
-from reinforce_ada.streaming import StreamingOptions
+from reinforce_ada.sampling.streaming import StreamingOptions
 
 TARGETS = [0.1, 0.2, 0.3, 0.5, 0.7]
 
@@ -58,9 +58,9 @@ def hf_part(args):
     from reinforce_ada.generation.async_hf import AsyncHFEngine
     from reinforce_ada.generation.hf import HFGenerator
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-    from reinforce_ada.sampler import AdaptiveSampler
+    from reinforce_ada.sampling.sampler import AdaptiveSampler
     from reinforce_ada.sampling.protocols import GenerationRequest
-    from reinforce_ada.streaming import StreamingSampler
+    from reinforce_ada.sampling.streaming import StreamingSampler
     from reinforce_ada.types import Prompt
 
     def verifier(prompts, completions):  # the untrained model starts with a digit now and then

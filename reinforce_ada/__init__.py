@@ -1,7 +1,7 @@
 """reinforce-ada: adaptive multi-round sampling for GRPO-style RL of LLMs (arXiv 2510.04996)."""
 
 from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import (
     GenerationError,
     GenerationRequest,

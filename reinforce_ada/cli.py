@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from reinforce_ada.guards import RunStopped
+    from reinforce_ada.training.guards import RunStopped
 
     try:
         return args.func(args)

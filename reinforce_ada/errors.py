@@ -40,3 +40,7 @@ class MissingColumnError(DataKeyError):
 
 class BadRowError(DataError, TypeError):
     """A row holds a value of the wrong kind (e.g. a prompt that is neither text nor chat messages)."""
+
+
+class NoDeviceError(ConfigError, RuntimeError):
+    """``device`` names a GPU that torch cannot see."""

@@ -325,7 +325,7 @@ def test_a_model_that_does_not_exist_is_named_before_anything_is_made(tmp_path, 
 
 
 def test_hub_ids_in_the_offline_cache_and_built_in_names_pass(tmp_path, monkeypatch):
-    from reinforce_ada.preflight import check_model
+    from reinforce_ada.training.preflight import check_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cache = tmp_path / "hub"
@@ -345,7 +345,7 @@ def test_hub_ids_in_the_offline_cache_and_built_in_names_pass(tmp_path, monkeypa
 
 def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_trainer):
     out = tmp_path / "run"
-    from reinforce_ada.preflight import check_train_inputs
+    from reinforce_ada.training.preflight import check_train_inputs
 
     with pytest.raises(ConfigError, match="task 'arithmatic' is not one of"):
         check_train_inputs(TrainConfig(task="arithmatic"))

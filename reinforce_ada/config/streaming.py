@@ -62,7 +62,7 @@ class StreamingConfig:
 
 @dataclass
 class MemoryConfig:
-    """The cross-step pass-rate memory (:class:`~reinforce_ada.memory.PassRateMemory`): per-prompt pass-rate
+    """The cross-step pass-rate memory (:class:`~reinforce_ada.sampling.memory.PassRateMemory`): per-prompt pass-rate
     estimates kept across steps (content-hashed, decayed, checkpointed), never mixed into a step's pool statistics.
     The streaming sampler keeps one when ``enabled``; budget mode (``allocation="budget"``) always keeps one (decayed
     per visit by ``budget_half_life``, not by ``half_life``)."""

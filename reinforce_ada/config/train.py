@@ -312,6 +312,15 @@ class TrainConfig:
         """``sampler.positive_threshold`` (what held-out evaluation counts as correct)."""
         return self.sampler.positive_threshold
 
+    def task_options(self) -> dict[str, Any]:
+        """The options of the built-in task this config names: digits for ``arithmetic``; the system prompt and
+        template for ``reasoning-gym:*`` (``""`` means no system prompt); nothing for the others."""
+        if self.task == "arithmetic":
+            return {"digits": self.task_digits}
+        if str(self.task).startswith("reasoning-gym:"):
+            return {"system_prompt": self.system_prompt or None, "template": self.template}
+        return {}
+
     def sampler_config(self) -> SamplerConfig | DynamicSamplingConfig:
         """The configuration the sampler factory is given: ``sampler``, or for ``dapo`` the
         :class:`DynamicSamplingConfig` it implies (its round is ``sampler``, GRPO's)."""

@@ -7,7 +7,7 @@ group size ``n`` draws) and spends it where it is most likely to buy a group wit
 predicted to give zero variance).
 
 **Value.** A prompt's pass rate ``p`` has the Beta posterior ``Beta(a + s, b + f)``: the prior ``(a, b)`` comes from
-the cross-step memory (:class:`reinforce_ada.memory.PassRateMemory`), ``s, f`` are the positives and negatives
+the cross-step memory (:class:`reinforce_ada.sampling.memory.PassRateMemory`), ``s, f`` are the positives and negatives
 already scored this step. The value of ``k`` more samples is the posterior probability that the pool then meets the
 exit rule, with a full group of ``n`` drawable:
 

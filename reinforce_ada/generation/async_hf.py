@@ -32,7 +32,7 @@ class _Pending:
 
 class AsyncGeneratorEngine:
     """Wrap a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` as an
-    :class:`~reinforce_ada.streaming.AsyncEngine`."""
+    :class:`~reinforce_ada.sampling.streaming.AsyncEngine`."""
 
     def __init__(self, generator: Generator, max_batch_size: int = 64, use_thread: bool = True):
         if not callable(getattr(generator, "generate", None)):

@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from reinforce_ada.generation.prompting import encode_prompt
-from reinforce_ada.memory import prompt_key
+from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def _import_vllm():
 
 
 class VLLMAsyncEngine:
-    """:class:`~reinforce_ada.streaming.AsyncEngine` over a vLLM ``AsyncLLM``."""
+    """:class:`~reinforce_ada.sampling.streaming.AsyncEngine` over a vLLM ``AsyncLLM``."""
 
     def __init__(self, engine: Any, tokenizer: Any, *, max_tokens: int = 1024, temperature: float = 1.0,
                  top_p: float = 1.0, logprobs: bool = True, use_chat_template: bool = True,

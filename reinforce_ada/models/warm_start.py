@@ -182,7 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.data import get_task, list_tasks
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-    from reinforce_ada.training.setup import task_options
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--task", required=True, help=f"a built-in task: {', '.join(list_tasks())}")
@@ -197,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(1)
     config = TrainConfig(task=args.task)
     settings = WarmStartSettings.from_config(config)
-    task = get_task(config.task, **task_options(config))
+    task = get_task(config.task, **config.task_options())
     # The same prompts the trainer's warm start sees with RL seed 0 (train split) and sft_seed (held-out checks).
     train = task.prompts(max(4096, config.batch_size * 4), seed=config.seed, split="train")
     held_out = task.prompts(settings.eval_prompts, seed=settings.seed + 1000, split="test")

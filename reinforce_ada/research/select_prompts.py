@@ -7,7 +7,7 @@ always or never solves give GRPO no signal and, for adaptive sampling, burn the 
 :func:`estimate_pass_rates` draws ``k`` samples per prompt with any
 :class:`~reinforce_ada.sampling.protocols.Generator` and scores them with a verifier (failures count as incorrect);
 :func:`select_by_pass_rate` keeps the range. The pass rates are written as JSONL (``prompt_id``, ``key`` -- the
-content hash of :mod:`reinforce_ada.memory` -- ``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which
+content hash of :mod:`reinforce_ada.sampling.memory` -- ``pass_rate``, ``num_samples``, ``num_positive``, ``kept``), which
 :meth:`PassRateMemory.seed_from_file` reads to seed the cross-step memory.
 
 Command line: ``reinforce-ada select-prompts --data prompts.jsonl --model PATH --verifier math -k 16
@@ -25,7 +25,7 @@ from typing import Sequence
 
 from reinforce_ada.data.loading import read_jsonl
 from reinforce_ada.errors import DataError, UsageError
-from reinforce_ada.memory import prompt_key
+from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
 from reinforce_ada.types import Prompt
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.low <= args.high <= 1.0:
         raise UsageError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
     if args.model:
-        from reinforce_ada.preflight import check_model
+        from reinforce_ada.training.preflight import check_model
 
         check_model(args.model)  # "model path X does not exist", before reading anything
     rows = read_prompts_jsonl(args.data)

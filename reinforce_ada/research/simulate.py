@@ -17,7 +17,7 @@ import numpy as np
 
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.errors import DataError, UsageError
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
 

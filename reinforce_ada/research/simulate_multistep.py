@@ -11,7 +11,7 @@ model (:mod:`reinforce_ada.research.latency`).
 
 Strategies (all through the library's own code):
 
-* ``ada-balanced`` / ``ada-positive`` -- the round-based :class:`~reinforce_ada.sampler.AdaptiveSampler`;
+* ``ada-balanced`` / ``ada-positive`` -- the round-based :class:`~reinforce_ada.sampling.sampler.AdaptiveSampler`;
   its time is the sum of its rounds, each waiting for its slowest completion.
 * ``stream-fixed`` -- the streaming scheduler with the paper's request size M (no barrier, cancellation on exit).
 * ``stream-beta`` -- plus Beta-posterior request sizes.
@@ -39,12 +39,12 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.errors import UsageError
-from reinforce_ada.memory import PassRateMemory, prompt_key
+from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.pools import GroupSelector
-from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)

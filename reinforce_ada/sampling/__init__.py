@@ -9,8 +9,12 @@
 * :mod:`reinforce_ada.sampling.scheduler` -- ``StreamingScheduler``, the streaming sampler's ``want``/``record``
   state machine, and ``StreamingOptions``.
 * :mod:`reinforce_ada.sampling.factory` -- ``build_sampler``, a sampler from a ``SamplerConfig``.
+* :mod:`reinforce_ada.sampling.sampler` -- the round-based samplers: ``AdaptiveSampler`` (the paper's Alg. 1, GRPO
+  as one round, budget mode) and ``DynamicSampler`` (DAPO).
+* :mod:`reinforce_ada.sampling.streaming` -- ``StreamingSampler``, which drives the scheduler with asyncio against
+  an ``AsyncEngine``.
+* :mod:`reinforce_ada.sampling.memory` -- ``PassRateMemory``, the cross-step per-prompt pass-rate memory.
 
-The samplers themselves are :mod:`reinforce_ada.sampler` (round-based, dynamic) and :mod:`reinforce_ada.streaming`;
-they differ only in *when* they ask for samples. This ``__init__`` imports nothing, so importing the protocols stays
-cheap.
+The samplers differ only in *when* they ask for samples. This ``__init__`` imports nothing, so importing the
+protocols stays cheap.
 """

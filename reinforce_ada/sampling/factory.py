@@ -1,14 +1,14 @@
 """The one sampler factory: :func:`build_sampler` turns a sampler configuration into the sampler it names.
 
-* :class:`~reinforce_ada.config.DynamicSamplingConfig`: :class:`~reinforce_ada.sampler.DynamicSampler` (DAPO).
-* :class:`~reinforce_ada.config.SamplerConfig` with ``mode="rounds"``: :class:`~reinforce_ada.sampler.AdaptiveSampler`
+* :class:`~reinforce_ada.config.DynamicSamplingConfig`: :class:`~reinforce_ada.sampling.sampler.DynamicSampler` (DAPO).
+* :class:`~reinforce_ada.config.SamplerConfig` with ``mode="rounds"``: :class:`~reinforce_ada.sampling.sampler.AdaptiveSampler`
   (the paper's loop; GRPO as one round); in budget mode (``allocation="budget"``) with a cross-step
-  :class:`~reinforce_ada.memory.PassRateMemory` (decayed per visit by ``budget_half_life``, at most
+  :class:`~reinforce_ada.sampling.memory.PassRateMemory` (decayed per visit by ``budget_half_life``, at most
   ``memory.max_evidence``, seeded from ``memory.seed``).
-* ``mode="streaming"``: :class:`~reinforce_ada.streaming.StreamingSampler`, its
+* ``mode="streaming"``: :class:`~reinforce_ada.sampling.streaming.StreamingSampler`, its
   :class:`~reinforce_ada.sampling.scheduler.StreamingOptions` built from ``config.streaming`` (plus research-only
   options given as keywords), with a memory when ``memory.enabled``. ``generator`` is an
-  :class:`~reinforce_ada.streaming.AsyncEngine` or a synchronous generator (wrapped in
+  :class:`~reinforce_ada.sampling.streaming.AsyncEngine` or a synchronous generator (wrapped in
   :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
   batches cannot be cancelled).
 
@@ -28,9 +28,9 @@ logger = logging.getLogger(__name__)
 
 
 def new_memory(config: MemoryConfig, *, half_life: float | None) -> Any:
-    """A :class:`~reinforce_ada.memory.PassRateMemory` with ``config``'s evidence cap, seeded from ``config.seed``
+    """A :class:`~reinforce_ada.sampling.memory.PassRateMemory` with ``config``'s evidence cap, seeded from ``config.seed``
     (a ``select-prompts --pass-rates`` file) when given."""
-    from reinforce_ada.memory import PassRateMemory
+    from reinforce_ada.sampling.memory import PassRateMemory
 
     memory = PassRateMemory(half_life=half_life, max_evidence=config.max_evidence)
     if config.seed:
@@ -43,12 +43,12 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
                   memory: Any = None, **streaming_options: Any) -> Any:
     """The sampler ``config`` names (see the module docstring).
 
-    ``memory``: a :class:`~reinforce_ada.memory.PassRateMemory` to use instead of the one the config implies
+    ``memory``: a :class:`~reinforce_ada.sampling.memory.PassRateMemory` to use instead of the one the config implies
     (streaming or budget mode only). ``streaming_options``: :class:`~reinforce_ada.sampling.scheduler.StreamingOptions`
     fields that are not settings of ``config.streaming`` (``prior``, ``max_request``, ``cap_samples``,
     ``max_attempts``, ``follow_ups_first``, ``fill_idle``, ``cancel_on_exit``); streaming only.
     """
-    from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+    from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 
     if isinstance(config, DynamicSamplingConfig):
         if memory is not None or streaming_options:
@@ -73,7 +73,7 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
                        extra: dict[str, Any]) -> Any:
     from reinforce_ada.sampling.scoring import check_backends
     from reinforce_ada.sampling.scheduler import StreamingOptions
-    from reinforce_ada.streaming import StreamingSampler
+    from reinforce_ada.sampling.streaming import StreamingSampler
 
     in_config = [name for name in extra if name in StreamingConfig.__dataclass_fields__]
     if in_config:

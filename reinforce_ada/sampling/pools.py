@@ -25,7 +25,7 @@ import numpy as np
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
 from reinforce_ada.core.selection import get_selection_rule
-from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.protocols import GenerationRequest, Verifier
 from reinforce_ada.sampling.scoring import score_outputs
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch

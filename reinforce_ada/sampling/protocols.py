@@ -1,7 +1,7 @@
 """What a generation backend and a reward function promise the samplers: the request, the two protocols, the errors.
 
 Every backend in :mod:`reinforce_ada.generation` and every integration imports these from here, never from the
-sampling loop (:mod:`reinforce_ada.sampler`), so a backend depends only on this module and
+sampling loop (:mod:`reinforce_ada.sampling.sampler`), so a backend depends only on this module and
 :mod:`reinforce_ada.types`. A ``Generator`` answers a list of :class:`GenerationRequest` with one list of
 :class:`~reinforce_ada.types.Completion` per request, in order; a ``Verifier`` scores a flat batch of completions,
 ``None`` meaning "could not score".

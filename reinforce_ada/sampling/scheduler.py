@@ -4,9 +4,9 @@
 ``n`` new :class:`~reinforce_ada.sampling.protocols.SampleRequest` s, ``record(results)`` takes scored samples and
 returns the requests to cancel, ``finish`` selects the groups and builds the batch on the path every sampler shares
 (:mod:`reinforce_ada.sampling.pools`). Its options are :class:`StreamingOptions`. Two drivers share it:
-:class:`~reinforce_ada.streaming.StreamingSampler` (asyncio against an :class:`~reinforce_ada.streaming.AsyncEngine`)
+:class:`~reinforce_ada.sampling.streaming.StreamingSampler` (asyncio against an :class:`~reinforce_ada.sampling.streaming.AsyncEngine`)
 and the latency model (:mod:`reinforce_ada.research.latency`, in virtual time). The algorithm is described in
-:mod:`reinforce_ada.streaming`.
+:mod:`reinforce_ada.sampling.streaming`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from reinforce_ada.core.beta_allocation import (
     smallest_request,
 )
 from reinforce_ada.core.exits import get_exit_rule
-from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import GroupSelector, add_scored, check_exit, remember_pools, select_and_build
 from reinforce_ada.sampling.protocols import SampleRequest
 from reinforce_ada.types import Completion, Prompt, PromptId, PromptPool, RoundStats, SampledBatch

@@ -5,7 +5,7 @@ A ``checkpoint-{step}`` folder holds the weights (safetensors) and tokenizer und
 accuracy history, the prompt stream's and the sampler's state, verifier counters, the config). :func:`save_checkpoint`
 writes it into a temporary folder and renames it into place, so a crash never leaves half a checkpoint under the final
 name. Which checkpoint a run may resume from, and whether its files are intact, is checked in
-:mod:`reinforce_ada.run_folder` (``check_run_folder``, ``load_checkpoint_file``, ``read_trainer_state``).
+:mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``load_checkpoint_file``, ``read_trainer_state``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from reinforce_ada.run_folder import checkpoints, load_checkpoint_file, read_trainer_state
+from reinforce_ada.training.run_folder import checkpoints, load_checkpoint_file, read_trainer_state
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reinforce_ada.run_folder import truncate_metrics
+from reinforce_ada.training.run_folder import truncate_metrics
 
 
 class MetricsWriter:

@@ -15,8 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.guards import verifier_options
-from reinforce_ada.preflight import NoDeviceError
+from reinforce_ada.training.guards import verifier_options
+from reinforce_ada.errors import NoDeviceError
 from reinforce_ada.types import Prompt
 
 
@@ -46,16 +46,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def task_options(config: TrainConfig) -> dict[str, Any]:
-    """The config fields a built-in task takes: digits for ``arithmetic``; the system prompt and template for
-    ``reasoning-gym:*`` (``""`` means no system prompt)."""
-    if config.task == "arithmetic":
-        return {"digits": config.task_digits}
-    if str(config.task).startswith("reasoning-gym:"):
-        return {"system_prompt": config.system_prompt or None, "template": config.template}
-    return {}
-
-
 def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
@@ -70,7 +60,7 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
         held_out = load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data else []
         verifier_name = cfg.verifier or "math"
     else:
-        task = get_task(cfg.task, **task_options(cfg))
+        task = get_task(cfg.task, **cfg.task_options())
         train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
         held_out = (load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data
                     else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
@@ -94,7 +84,7 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
         if task is None:
             from reinforce_ada.data import get_task
 
-            task = get_task(cfg.task, **task_options(cfg))
+            task = get_task(cfg.task, **cfg.task_options())
         sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
         # The warm start checks accuracy with the task's own verifier (its cache is keyed by the task).
         from reinforce_ada.verifiers import get_verifier

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.guards import check_finite
+from reinforce_ada.training.guards import check_finite
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 

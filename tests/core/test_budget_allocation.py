@@ -13,8 +13,8 @@ from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES
 from reinforce_ada.core.budget_allocation import PoolState, allocate, best_increment, budget, value_curve
-from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 
 UNIFORM = PoolState(1.0, 1.0, 0, 0, 0)
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.budget_allocation import PoolState, value_curve
-from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 
 
 def overdraw_config(**overrides) -> SamplerConfig:

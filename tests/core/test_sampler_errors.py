@@ -8,7 +8,7 @@ import pytest
 
 from core_fakes import RAISE, ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import GenerationError, VerifierError
 from reinforce_ada.types import Completion, Prompt, PromptPool
 

@@ -8,7 +8,7 @@ import pytest
 
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import GenerationError, PartialGenerationError
 
 

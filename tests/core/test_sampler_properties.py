@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.exits import get_exit_rule
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 
 REWARDS = st.sampled_from([0.0, 1.0, 0.0, 1.0, 0.25, 0.75, -1.0, 2.5, None])
 

@@ -9,7 +9,7 @@ import pytest
 
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler, DynamicSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 
 ZEROS8 = [0.0] * 8
 ONES8 = [1.0] * 8

@@ -12,7 +12,7 @@ import pytest
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.factory import build_sampler
 
 ZEROS8 = [0.0] * 8

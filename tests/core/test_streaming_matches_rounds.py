@@ -13,7 +13,7 @@ import pytest
 from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 
 from reinforce_ada.config import SamplerConfig, StreamingConfig
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.factory import build_sampler
 
 

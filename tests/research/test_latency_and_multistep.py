@@ -11,8 +11,8 @@ from reinforce_ada.research.simulate_multistep import (
     run_multistep,
     select_initial,
 )
-from reinforce_ada.sampler import AdaptiveSampler
-from reinforce_ada.streaming import StreamingOptions, StreamingScheduler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
 
 

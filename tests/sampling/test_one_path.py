@@ -9,7 +9,7 @@ from reinforce_ada.sampling.pools import GroupSelector, PoolSampler, add_scored,
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, SampleRequest
 from reinforce_ada.sampling.scheduler import StreamingOptions, StreamingScheduler
 from reinforce_ada.sampling.scoring import sample_and_score, score_outputs
-from reinforce_ada.streaming import StreamingSampler
+from reinforce_ada.sampling.streaming import StreamingSampler
 from reinforce_ada.types import Completion, Prompt, PromptPool
 
 

@@ -9,12 +9,12 @@ import pytest
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.generation.async_hf import AsyncGeneratorEngine, AsyncHFEngine
 from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
-from reinforce_ada.memory import PassRateMemory, prompt_key
+from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate, write_pass_rates
 from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
 from reinforce_ada.sampling.factory import build_sampler
-from reinforce_ada.streaming import StreamingOptions, StreamingSampler
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
 from reinforce_ada.types import Completion, Prompt
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from reinforce_ada.memory import PassRateMemory, fit_beta_prior, prompt_key
+from reinforce_ada.sampling.memory import PassRateMemory, fit_beta_prior, prompt_key
 from reinforce_ada.types import Prompt
 
 
@@ -81,7 +81,7 @@ def _adaptive_counts(rng, p, budget=32, group_size=4):
 def test_mle_prior_is_consistent_under_adaptive_stopping_where_moments_is_not():
     import numpy as np
 
-    from reinforce_ada.memory import fit_beta_prior_mle
+    from reinforce_ada.sampling.memory import fit_beta_prior_mle
 
     rng = np.random.default_rng(1)
     p = rng.beta(0.4, 2.0, size=6000)
@@ -102,7 +102,7 @@ def test_lgamma_matches_the_standard_library():
 
     import numpy as np
 
-    from reinforce_ada.memory import _lgamma
+    from reinforce_ada.sampling.memory import _lgamma
 
     x = np.array([1e-3, 0.05, 0.4, 1.0, 2.5, 7.999, 8.0, 31.25, 1e4])
     np.testing.assert_allclose(_lgamma(x), [math.lgamma(v) for v in x], rtol=0, atol=1e-9)

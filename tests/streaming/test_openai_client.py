@@ -8,9 +8,9 @@ pytest.importorskip("httpx")
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, ServerRequestError
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest
-from reinforce_ada.streaming import StreamingOptions, StreamingSampler
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
 from reinforce_ada.types import Prompt
 
 from streaming_fakes import FakeOpenAIServer, sample_name, text_verifier, unit_hash

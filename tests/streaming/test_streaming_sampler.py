@@ -5,12 +5,12 @@ import pytest
 
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.exits import balanced
-from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.research.simulate import SimulatedGenerator, simulated_verifier
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import GenerationError
-from reinforce_ada.streaming import StreamingOptions, StreamingSampler, StreamingScheduler
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler, StreamingScheduler
 from reinforce_ada.types import Prompt
 
 from streaming_fakes import TokenEngine, text_verifier
@@ -193,7 +193,7 @@ def test_engine_failures_are_retried_then_end_the_step_with_the_work_done():
 
 def test_build_sampler_kinds():
     from reinforce_ada.config import DynamicSamplingConfig
-    from reinforce_ada.sampler import DynamicSampler
+    from reinforce_ada.sampling.sampler import DynamicSampler
 
     gen = SimulatedGenerator(0)
     assert type(build_sampler(SamplerConfig(), gen, simulated_verifier)) is AdaptiveSampler
@@ -253,7 +253,7 @@ def test_build_sampler_with_a_seeded_memory_and_json_checkpoint(tmp_path):
     import json
 
     path = tmp_path / "rates.jsonl"
-    from reinforce_ada.memory import prompt_key
+    from reinforce_ada.sampling.memory import prompt_key
 
     path.write_text(json.dumps({"key": prompt_key(prompts()[0]), "pass_rate": 0.0, "num_samples": 16}) + "\n")
     config = SamplerConfig(mode="streaming", streaming={"target": 0.4}, memory={"enabled": True, "seed": str(path)})

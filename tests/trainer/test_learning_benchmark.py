@@ -137,9 +137,9 @@ def test_from_json_merges_files_and_keeps_a_repeated_run_once(tmp_path, capsys):
 
 
 def test_the_documented_overdraw_figures_come_from_the_committed_json():
-    """README and docs/benchmarks.md quote these from docs/learning_results_recurring.json (the over-draw run)."""
+    """README and docs/benchmarks.md quote these from benchmarks/results/learning_results_recurring.json (the over-draw run)."""
     bench = load_benchmark()
-    docs = Path(__file__).resolve().parents[2] / "docs"
+    docs = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     rows = json.loads((docs / "learning_results_recurring.json").read_text())["rows"]
     details = json.loads((docs / "learning_results_recurring_details.json").read_text())
     assert details["args"]["train_prompts"] == 256 and details["args"]["seeds"] == [0, 1, 2, 3, 4]
@@ -157,9 +157,9 @@ def test_the_documented_overdraw_figures_come_from_the_committed_json():
 
 
 def test_the_documented_price_figures_come_from_the_committed_json():
-    """docs/benchmarks.md ("Price of signal") quotes these from docs/learning_results_price_exploration.json."""
+    """docs/benchmarks.md ("Price of signal") quotes these from benchmarks/results/learning_results_price_exploration.json."""
     bench = load_benchmark()
-    docs = Path(__file__).resolve().parents[2] / "docs"
+    docs = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     rows = json.loads((docs / "learning_results_price_exploration.json").read_text())["rows"]
     details = json.loads((docs / "learning_results_price_exploration_details.json").read_text())
     expected = {"arithmetic": {"ada-budget-price0.12": (0.001, 0.004), "ada-budget-price0.14-hl8": (0.004, 0.043)},
@@ -179,9 +179,9 @@ def test_the_documented_price_figures_come_from_the_committed_json():
 
 
 def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):
-    """docs/benchmarks.md ("Training on the whole pool") quotes these from docs/learning_results.json."""
+    """docs/benchmarks.md ("Training on the whole pool") quotes these from benchmarks/results/learning_results.json."""
     bench = load_benchmark()
-    docs = Path(__file__).resolve().parents[2] / "docs"
+    docs = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     rows = json.loads((docs / "learning_results.json").read_text())["rows"]
     expected = {"arithmetic": {"stream-mixed-cap6-all": (0.006, 0.063), "stream-mixed-cap8-all": (0.004, 0.048)},
                 "arithmetic-mixed": {"stream-mixed-cap6-all": (0.000, 0.011), "stream-mixed-cap8-all": (-0.000, 0.016)}}

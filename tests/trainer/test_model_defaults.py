@@ -67,16 +67,15 @@ def test_cli_overrides_and_yaml_null_resolve_per_model(tmp_path, monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None, reason="needs reasoning-gym")
 def test_pretrained_models_on_reasoning_gym_are_asked_for_answer_tags():
     from reinforce_ada.data import get_task
-    from reinforce_ada.training.setup import task_options
 
     config = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic")
     assert "<answer>answer here</answer>" in config.system_prompt
-    prompt = get_task(config.task, **task_options(config)).prompts(1, seed=0)[0]
+    prompt = get_task(config.task, **config.task_options()).prompts(1, seed=0)[0]
     assert prompt.prompt[0] == {"role": "system", "content": config.system_prompt}
     assert prompt.prompt[1]["role"] == "user"
 
     none = TrainConfig(model="smollm2-135m", task="reasoning-gym:basic_arithmetic", system_prompt="")
-    assert isinstance(get_task(none.task, **task_options(none)).prompts(1, seed=0)[0].prompt, str)
+    assert isinstance(get_task(none.task, **none.task_options()).prompts(1, seed=0)[0].prompt, str)
     assert TrainConfig(task="reasoning-gym:basic_arithmetic").system_prompt is None  # tiny: no chat template
     assert TrainConfig(model="smollm2-135m").system_prompt is None  # the arithmetic task: no tags needed
 

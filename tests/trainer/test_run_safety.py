@@ -13,9 +13,9 @@ import torch
 
 import reward_fixtures
 from reinforce_ada.config import ConfigError, TrainConfig
-from reinforce_ada.guards import RunStopped
+from reinforce_ada.training.guards import RunStopped
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.run_folder import CheckpointError, RunFolderError, truncate_metrics, write_atomic
+from reinforce_ada.training.run_folder import CheckpointError, RunFolderError, truncate_metrics, write_atomic
 from reinforce_ada.training import Trainer
 from reinforce_ada.types import Prompt
 from trainer_fixtures import addition_prompts, digit_verifier, small_config
@@ -137,7 +137,7 @@ def test_timeouts_are_counted_in_the_metrics(tmp_path):
 
 
 def test_verifier_options_follow_the_config():
-    from reinforce_ada.guards import verifier_options
+    from reinforce_ada.training.guards import verifier_options
 
     assert verifier_options("m:f", TrainConfig()) == {"answer_key": "answer"}
     assert verifier_options("m:f", TrainConfig(answer_key="solution")) == {"answer_key": "solution"}

@@ -218,11 +218,19 @@ def test_verifier_counters_reach_the_metrics(tmp_path, tiny_setup):
     assert step["verifier/timeouts"] >= 1 and step["verifier/completions"] >= step["sampling/total_samples"]
 
 
-def test_the_old_trainer_module_re_exports_the_training_package():
-    """``reinforce_ada.trainer`` is kept for existing imports: the same objects as their new homes."""
-    import reinforce_ada.trainer as old
-    from reinforce_ada.data.stream import PromptStream
-    from reinforce_ada.training import MetricsWriter, latest_checkpoint
+def test_the_training_package_exports_load_on_first_use():
+    """``reinforce_ada.training``'s names are its modules' objects, and importing a safety-check module leaves the
+    trainer unloaded (the names resolve lazily)."""
+    import subprocess
+    import sys
 
-    assert (old.Trainer, old.PromptStream, old.MetricsWriter, old.latest_checkpoint) == (
-        Trainer, PromptStream, MetricsWriter, latest_checkpoint)
+    from reinforce_ada.training import MetricsWriter, latest_checkpoint
+    from reinforce_ada.training.checkpoint import latest_checkpoint as from_checkpoint
+    from reinforce_ada.training.loop import Trainer as from_loop
+    from reinforce_ada.training.metrics import MetricsWriter as from_metrics
+
+    assert (Trainer, MetricsWriter, latest_checkpoint) == (from_loop, from_metrics, from_checkpoint)
+    code = ("import sys, reinforce_ada.training.preflight, reinforce_ada.training.run_folder; "
+            "print('reinforce_ada.training.loop' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"

@@ -10,7 +10,7 @@ import reasoning_gym  # noqa: E402
 
 from reinforce_ada.config import SamplerConfig  # noqa: E402
 from reinforce_ada.data import get_task  # noqa: E402
-from reinforce_ada.sampler import AdaptiveSampler  # noqa: E402
+from reinforce_ada.sampling.sampler import AdaptiveSampler  # noqa: E402
 from reinforce_ada.types import Completion  # noqa: E402
 from reinforce_ada.verifiers import get_verifier  # noqa: E402
 

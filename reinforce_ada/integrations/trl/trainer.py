@@ -4,7 +4,7 @@ How it plugs in (no trainer code is copied; TRL keeps its loss, logging, acceler
 
 1. TRL's ``rollout_func`` hook. During training, TRL hands each process its generation batch (each prompt repeated
    ``num_generations`` = n times, whole groups per process). Our rollout builds one :class:`~reinforce_ada.Prompt` per
-   group and runs :class:`~reinforce_ada.sampler.AdaptiveSampler` on them with
+   group and runs :class:`~reinforce_ada.sampling.sampler.AdaptiveSampler` on them with
 
    * :class:`~reinforce_ada.integrations.trl.generation.TRLGenerator` -- generation through TRL's own
      ``_generate_single_turn`` (plain / vLLM server / vLLM colocate), all processes in lock-step per round, and
@@ -53,7 +53,7 @@ from reinforce_ada.integrations.trl.config import AdaGRPOConfig
 from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator
 from reinforce_ada.integrations.trl.metrics import SamplingMetricsMixin
 from reinforce_ada.integrations.trl.rewards import ROW_KEY, RewardFunctionError, TRLRewardVerifier
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.types import Prompt, SampledBatch
 
 logger = logging.getLogger(__name__)

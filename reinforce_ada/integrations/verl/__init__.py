@@ -5,7 +5,7 @@ entry point or named in ``VERL_USE_EXTERNAL_MODULES``; importing it registers th
 ``reinforce_ada`` (:mod:`.advantage`). The pieces:
 
 * :mod:`.rollout` -- :class:`ReinforceAdaRollout` wraps anything with verl's ``generate_sequences`` (a worker group,
-  the agent-loop manager) and runs the core :class:`~reinforce_ada.sampler.AdaptiveSampler` on it: rounds of ``M``
+  the agent-loop manager) and runs the core :class:`~reinforce_ada.sampling.sampler.AdaptiveSampler` on it: rounds of ``M``
   samples per active prompt, exits, downsampling to ``n``, exactly ``n`` rows per prompt back, pool statistics in
   ``reward_baselines``, short groups filled with masked padding rows.
 * :mod:`.agent_loop` -- :class:`~.agent_loop.ReinforceAdaAgentLoopManager`, the class to name in

@@ -39,8 +39,8 @@ from reinforce_ada.integrations.verl.convert import (
     response_lengths,
 )
 from reinforce_ada.integrations.verl.metrics import combine_round_timing, sequence_metrics
-from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampler import AdaptiveSampler
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.protocols import GenerationRequest, Verifier
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 

@@ -26,10 +26,6 @@ from reinforce_ada.errors import ConfigError, DataError
 BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
 
-class NoDeviceError(ConfigError, RuntimeError):
-    """``device`` names a GPU that torch cannot see."""
-
-
 def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True) -> None:
     """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``: False for pieces the caller
     passes in already built."""
@@ -133,10 +129,9 @@ def check_task(task: str | None) -> None:
 def _build_task(config: Any) -> None:
     """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
     from reinforce_ada.data.tasks import get_task
-    from reinforce_ada.training.setup import task_options
 
     try:
-        get_task(config.task, **task_options(config))
+        get_task(config.task, **config.task_options())
     except (ValueError, TypeError) as err:
         if isinstance(err, ConfigError):
             raise

@@ -26,8 +26,8 @@ from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES, get_allocation_rule
 from reinforce_ada.core.budget_allocation import PoolState
 from reinforce_ada.core.exits import get_exit_rule
-from reinforce_ada.memory import PassRateMemory
-from reinforce_ada.sampling.pools import (  # noqa: F401 -- build_batch, remember_pools: re-exported for older code
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.pools import (
     PoolSampler,
     build_batch,
     check_exit,
@@ -37,20 +37,8 @@ from reinforce_ada.sampling.pools import (  # noqa: F401 -- build_batch, remembe
     score_into_pools,
     select_and_build,
 )
-from reinforce_ada.sampling.protocols import (  # noqa: F401 -- re-exported: older code imports them from here
-    GenerationError,
-    GenerationRequest,
-    Generator,
-    PartialGenerationError,
-    Verifier,
-    VerifierError,
-)
-from reinforce_ada.sampling.scoring import (  # noqa: F401 -- score, validate_prompts: re-exported for older code
-    check_backends,
-    generate_samples,
-    score,
-    validate_prompts,
-)
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 logger = logging.getLogger(__name__)

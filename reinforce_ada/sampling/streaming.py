@@ -7,7 +7,7 @@ prompt. Here each *sample* is its own request to an asynchronous engine, and eac
 1. A prompt's next request size comes from its allocation rule. ``"beta"`` (default): the smallest ``k`` whose
    probability of meeting the exit rule reaches ``target`` under the Beta posterior on its pass rate
    (:mod:`reinforce_ada.core.beta_allocation`); the prior is uniform, or comes from the cross-step
-   :class:`~reinforce_ada.memory.PassRateMemory`. ``"fixed"``: ``M`` more once the previous ``M`` are scored.
+   :class:`~reinforce_ada.sampling.memory.PassRateMemory`. ``"fixed"``: ``M`` more once the previous ``M`` are scored.
 2. Completions are scored as they finish; the exit rule is checked after every one. The moment a prompt exits, its
    in-flight requests are cancelled (the engine stops generating them). A prompt that has not exited gets its next
    request as soon as its outstanding samples are scored -- no other prompt is waited for.
@@ -34,7 +34,7 @@ import logging
 from typing import Protocol, Sequence, runtime_checkable
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.memory import PassRateMemory
+from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import PoolSampler
 from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.sampling.scoring import score, validate_prompts
