@@ -33,7 +33,7 @@ import random
 import uuid
 from typing import Any, Sequence
 
-from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, PartialGenerationError
+from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError, GenerationRequest, PartialGenerationError
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
-class ServerRequestError(GenerationError):
+class ServerRequestError(FatalGenerationError):
     """The server refused a request in a way retrying will not fix (a 4xx other than 408/409/425/429)."""
 
 

@@ -14,8 +14,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from reinforce_ada.types import Completion, Prompt, PromptId
 
-__all__ = ["GenerationError", "GenerationRequest", "Generator", "PartialGenerationError", "SampleRequest", "Verifier",
-           "VerifierError"]
+__all__ = ["FatalGenerationError", "GenerationError", "GenerationRequest", "Generator", "PartialGenerationError",
+           "SampleRequest", "Verifier", "VerifierError", "is_transient"]
 
 
 @dataclass(slots=True)
@@ -74,6 +74,29 @@ class PartialGenerationError(GenerationError):
         super().__init__(message)
         self.outputs = outputs
         self.num_failed = num_failed
+
+
+class FatalGenerationError(GenerationError):
+    """A generator failure that another try cannot mend: the engine is dead, or the request is one the backend can
+    never serve (a prompt longer than the model's context, a setting the server refuses). Never retried: the
+    sampler stops the step at once and the error reaches the caller."""
+
+
+NOT_TRANSIENT: tuple[type[BaseException], ...] = (
+    FatalGenerationError, ValueError, TypeError, LookupError, AttributeError, NotImplementedError, ImportError,
+    AssertionError)
+"""Failures that come out the same however often the call is made: bad arguments (``ValueError``, ``TypeError``,
+``IndexError``/``KeyError``), missing pieces (``AttributeError``, ``ImportError``, ``NotImplementedError``) and
+:class:`FatalGenerationError`. A user error (``reinforce_ada.errors.UserError``) is a ``ValueError`` too."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether making the same generator call again may succeed: the one rule every retry in the library follows.
+
+    Not transient: :data:`NOT_TRANSIENT`. Transient: everything else a backend raises -- timeouts, dropped
+    connections, a plain :class:`GenerationError`, a ``RuntimeError`` from the engine (out of memory, a device
+    hiccup)."""
+    return not isinstance(error, NOT_TRANSIENT)
 
 
 class VerifierError(ValueError):

@@ -37,7 +37,7 @@ from reinforce_ada.sampling.pools import (
     score_into_pools,
     select_and_build,
 )
-from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier, is_transient
 from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
@@ -81,7 +81,7 @@ class AdaptiveSampler(PoolSampler):
                 outputs, num_failed = generate_samples(self.generator, requests, cfg.generation_retries)
                 num_failed_samples += num_failed
             except GenerationError as err:
-                if round_number == 1:
+                if round_number == 1 or not is_transient(err):
                     raise
                 generation_error = str(err)
                 logger.error("round %d: %s; ending the step with %d rounds done", round_number, err, len(rounds))
@@ -173,7 +173,7 @@ class DynamicSampler:
             try:
                 batch = self._round.sample(chunk)
             except GenerationError as err:
-                if batch_number == 1:
+                if batch_number == 1 or not is_transient(err):
                     raise
                 generation_error = str(err)
                 break

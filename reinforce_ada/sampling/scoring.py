@@ -6,7 +6,10 @@
   made again, up to ``retries`` more times, and then the samples a call reported as failed for good
   (:class:`PartialGenerationError`) are asked for again, up to ``retries`` more calls. The streaming sampler works
   per sample instead: one sample is *attempted* ``generation_retries + 1`` times (``StreamingOptions.max_attempts``).
-  Both mean "``generation_retries`` more tries of whatever failed"; the unit is the call or the sample.
+  Both mean "``generation_retries`` more tries of whatever failed"; the unit is the call or the sample. Only
+  transient failures are tried again (:func:`~reinforce_ada.sampling.protocols.is_transient`): a deterministic one
+  (a prompt the model cannot fit, a dead engine) is raised at once, as a
+  :class:`~reinforce_ada.sampling.protocols.FatalGenerationError` unless it is one already or a user error.
 * :func:`score` -- rewards for a flat batch; a raising batch is scored one completion at a time (a raise -> None).
 * :func:`score_outputs` -- the one flatten -> score -> unflatten: rewards per request for the generator's answer.
 * :func:`sample_and_score` -- generate, then :func:`score_outputs` (evaluation, held-out accuracy, the warm start's
@@ -20,18 +23,20 @@ import math
 from typing import Any, Sequence
 
 from reinforce_ada.sampling.protocols import (
+    FatalGenerationError,
     GenerationError,
     GenerationRequest,
     Generator,
     PartialGenerationError,
     Verifier,
     VerifierError,
+    is_transient,
 )
 from reinforce_ada.types import Completion, Prompt, PromptId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["check_backends", "generate_samples", "generate_with_retries", "sample_and_score", "score",
+__all__ = ["check_backends", "generate_samples", "generate_with_retries", "not_retried", "sample_and_score", "score",
            "score_outputs", "validate_prompts"]
 
 
@@ -83,6 +88,8 @@ def generate_samples(generator: Generator, requests: list[GenerationRequest], re
         try:
             more, more_failed = _generate(generator, [m for _, m in missing], 0)
         except GenerationError as err:
+            if not is_transient(err):
+                raise
             logger.warning("asking again for the failed samples failed: %s", err)
             continue
         for (i, _), completions, num in zip(missing, more, more_failed):
@@ -110,7 +117,9 @@ def _generate(generator: Generator, requests: list[GenerationRequest], retries: 
                 raise GenerationError(f"PartialGenerationError with {len(outputs)} outputs and {len(failed)} "
                                       "failure counts") from err
             break
-        except Exception as err:  # noqa: BLE001 -- any backend failure is retried, then reported
+        except Exception as err:  # noqa: BLE001 -- a transient backend failure is retried, then reported
+            if not is_transient(err):
+                raise not_retried(err) from err
             last_error = err
             logger.warning("generator failed (attempt %d of %d): %r", attempt + 1, retries + 1, err)
     else:
@@ -122,6 +131,17 @@ def _generate(generator: Generator, requests: list[GenerationRequest], retries: 
             raise GenerationError(f"generator returned {len(completions)} completions for prompt "
                                   f"{request.prompt.prompt_id!r}, which asked for {request.num_samples}")
     return outputs, failed
+
+
+def not_retried(error: BaseException) -> BaseException:
+    """What a deterministic generator failure is raised as: a user error or a :class:`FatalGenerationError` as it
+    is, anything else wrapped in a :class:`FatalGenerationError` that says it was not retried."""
+    from reinforce_ada.errors import UserError
+
+    if isinstance(error, (FatalGenerationError, UserError)):
+        return error
+    return FatalGenerationError(f"the generator cannot serve this request ({type(error).__name__}: {error}); "
+                                "not retried, as trying again would fail the same way")
 
 
 def score(verifier: Verifier, prompts: list[Prompt], completions: list[Completion]) -> list[float | None]:

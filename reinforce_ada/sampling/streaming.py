@@ -36,8 +36,8 @@ from typing import Protocol, Sequence, runtime_checkable
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import PoolSampler
-from reinforce_ada.sampling.protocols import GenerationError
-from reinforce_ada.sampling.scoring import score, validate_prompts
+from reinforce_ada.sampling.protocols import GenerationError, is_transient
+from reinforce_ada.sampling.scoring import not_retried, score, validate_prompts
 from reinforce_ada.sampling.scheduler import SampleRequest, StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt, PromptId, SampledBatch
 
@@ -129,6 +129,9 @@ class StreamingSampler(PoolSampler):
                     if err is None:
                         finished.append((request, task.result()))
                         continue
+                    if not is_transient(err):  # a dead engine, a request it can never serve: stop at once
+                        logger.error("sample %s failed and cannot succeed on another try: %r", request.request_id, err)
+                        raise not_retried(err) from err
                     attempts[request.key] = attempts.get(request.key, 1) + 1
                     if attempts[request.key] <= max_attempts and generation_error is None:
                         logger.warning("sample %s failed (attempt %d of %d): %r", request.request_id,
