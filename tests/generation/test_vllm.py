@@ -66,11 +66,24 @@ class FakeLLM:
         self.events.append("wake_up:" + ",".join(tags or []))
 
 
+class FakePlatform:
+    def __init__(self, cpu=False):
+        self.cpu = cpu
+        self.device_name = "cpu" if cpu else "cuda"
+
+    def is_cpu(self):
+        return self.cpu
+
+    def is_sleep_mode_available(self):
+        return not self.cpu
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
     module = types.ModuleType("vllm")
     module.LLM = FakeLLM
     module.SamplingParams = FakeSamplingParams
+    module.platforms = SimpleNamespace(current_platform=FakePlatform())
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     FakeLLM.instances.clear()
@@ -221,7 +234,7 @@ def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
 
 
 def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, tokenizer):
-    from reinforce_ada.generation.vllm import _load_weights_on_worker
+    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
 
     model = build_tiny_model()
     model.name_or_path = "ckpt"
@@ -234,4 +247,4 @@ def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, to
     assert all(t.device.type == "cpu" for _, t in llm.engine_model.loaded)
     assert [n for n, _ in llm.engine_model.loaded] == [n for n, _ in model.named_parameters()]
     assert llm.events[-1] == "reset_prefix_cache"
-    assert _load_weights_on_worker(worker, [("x", torch.zeros(1))]) == 1
+    assert load_weights_on_worker(worker, [("x", torch.zeros(1))], "direct") == 1
