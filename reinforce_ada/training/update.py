@@ -1,13 +1,18 @@
 """The policy update: from a sampled batch to optimizer steps.
 
 1. :func:`sequences` rebuilds right-padded ``prompt + completion`` token tensors, with a mask over completion
-   tokens and the batch's advantages (and importance weights, in budget mode);
+   tokens, the batch's advantages (and importance weights, in budget mode) and the generator's log-probabilities of
+   the completion tokens (NaN where it gave none);
 2. :func:`token_logprobs` gives each token's log-probability under a model at the sampling temperature (and
    optionally the entropies of the same distributions);
 3. :func:`ppo_update` runs ``ppo_epochs`` passes of mini-batches of
    :func:`reinforce_ada.core.losses.ppo_clip_loss`, accumulated over micro-batches, with gradient clipping, AdamW and
    the learning-rate schedule. With one epoch and one mini-batch the old log-probabilities are the current ones
-   (detached), so no extra forward pass is spent on them.
+   (detached), so no extra forward pass is spent on them -- unless the generator returned log-probabilities: then
+   the old log-probabilities are computed first (one forward pass without gradients, as TRL does with vLLM), the
+   rollout/trainer mismatch is measured on them and checked (:func:`~reinforce_ada.training.guards.
+   check_rollout_mismatch`) before any optimizer step, and with ``rollout_correction`` each token's loss is weighted
+   by the truncated importance ratio (:mod:`reinforce_ada.core.rollout_correction`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import check_finite
+from reinforce_ada.training.guards import check_finite, check_rollout_mismatch
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 
@@ -38,10 +43,17 @@ def sequences(batch: SampledBatch, pad_token_id: int | None,
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention[row, : len(ids)] = 1
         response_mask[row, len(prompt_ids): len(ids)] = 1.0
+    rollout = torch.full((len(keep), length), float("nan"), dtype=torch.float32)
+    for row, i in enumerate(keep):
+        prompt_ids, completion = rows[i]
+        if completion.logprobs is not None and len(completion.logprobs) == len(completion.token_ids):
+            rollout[row, len(prompt_ids): len(prompt_ids) + len(completion.token_ids)] = torch.tensor(
+                completion.logprobs, dtype=torch.float32)
     advantages = torch.tensor(batch.advantages[keep], dtype=torch.float32)
     weights = torch.tensor(batch.weights[keep], dtype=torch.float32) if batch.weights is not None else None
+    has_rollout = bool((~torch.isnan(rollout) & (response_mask > 0)).any())
     return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask,
-            "advantages": advantages, "weights": weights}
+            "advantages": advantages, "weights": weights, "rollout_logprobs": rollout if has_rollout else None}
 
 
 def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False):
@@ -90,11 +102,15 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
 
     num = seq["input_ids"].shape[0]
     mini = cfg.mini_batch_size or num
-    single_pass = cfg.ppo_epochs == 1 and mini >= num
+    rollout = seq.get("rollout_logprobs")
+    single_pass = cfg.ppo_epochs == 1 and mini >= num and rollout is None
     to = lambda t: t.to(device) if t is not None else None  # noqa: E731
-    old_logprobs = ref_logprobs = None
+    old_logprobs = ref_logprobs = is_weights = None
+    sums: dict[str, float] = {}
     if not single_pass:
         old_logprobs = no_grad_logprobs(model, seq, cfg, device)
+    if rollout is not None:
+        sums, is_weights = rollout_mismatch(old_logprobs, rollout, seq["response_mask"], cfg, step)
     if cfg.kl_coef > 0:
         if ref_model is not None:
             ref_logprobs = no_grad_logprobs(ref_model, seq, cfg, device)
@@ -102,7 +118,6 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
             with model.disable_adapter():
                 ref_logprobs = no_grad_logprobs(model, seq, cfg, device)
     generator = torch.Generator().manual_seed(cfg.seed * 7919 + step)
-    sums: dict[str, float] = {}
     count = 0
     model.train()
     for _ in range(cfg.ppo_epochs):
@@ -125,7 +140,8 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                     entropy_coef=cfg.entropy_coef,
                     ref_logprobs=to(ref_logprobs[micro]) if ref_logprobs is not None else None,
                     kl_coef=cfg.kl_coef,
-                    sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None)
+                    sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None,
+                    token_weights=to(is_weights[micro]) if is_weights is not None else None)
                 # Weight each micro-batch so the accumulated loss equals the mini-batch's aggregate.
                 if cfg.loss_agg_mode == "token-mean":
                     share = float(mask.sum() / mask_total)
@@ -144,4 +160,23 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
             scheduler.step()
             totals["optimizer_steps"] += 1
             count += 1
-    return {key: value / count for key, value in sums.items()}
+    return {key: value if key.startswith("mismatch/") else value / count for key, value in sums.items()}
+
+
+def rollout_mismatch(old_logprobs: Any, rollout_logprobs: Any, mask: Any, cfg: TrainConfig,
+                     step: int) -> tuple[dict[str, float], Any]:
+    """The step's ``mismatch/*`` metrics (checked against ``cfg.max_rollout_mismatch``) and, with
+    ``cfg.rollout_correction``, the ``(B, L)`` truncated importance weights (else ``None``)."""
+    from reinforce_ada.core.rollout_correction import mismatch_metrics, truncated_is_weights
+
+    stats = mismatch_metrics(old_logprobs, rollout_logprobs, mask)
+    check_rollout_mismatch(step + 1, stats, cfg.max_rollout_mismatch, cfg.top_p)
+    metrics = {f"mismatch/{key}": float(value) for key, value in stats.items()}
+    if not cfg.rollout_correction:
+        return metrics, None
+    weights = truncated_is_weights(old_logprobs, rollout_logprobs, mask, cfg.rollout_correction_cap)
+    response = mask > 0
+    metrics["mismatch/is_weight_mean"] = float(weights[response].mean()) if response.any() else float("nan")
+    metrics["mismatch/is_capped_fraction"] = (float((weights[response] >= cfg.rollout_correction_cap).float().mean())
+                                              if response.any() else float("nan"))
+    return metrics, weights
