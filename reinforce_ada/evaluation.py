@@ -265,8 +265,12 @@ def run(args: argparse.Namespace) -> int:
                                                      dtype=torch.bfloat16 if device == "cuda" else torch.float32)
         generator = get_generator("hf", model.to(device), tokenizer, **options)
 
-    results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
-                       progress=not args.json)
+    try:
+        results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
+                           progress=not args.json)
+    finally:
+        if callable(getattr(generator, "close", None)):
+            generator.close()  # a vLLM engine: shut down
     results["model"] = str(model_dir)
     results["verifiers"] = verifier_names
     if args.json:

@@ -155,8 +155,12 @@ def run(args: argparse.Namespace) -> int:
         generator = get_generator(args.generator, model, tokenizer, max_new_tokens=args.max_new_tokens,
                                   temperature=args.temperature, seed=args.seed)
     prompts = [prompt for prompt, _ in rows]
-    estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
-                                    prompts_per_call=args.prompts_per_call)
+    try:
+        estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
+                                        prompts_per_call=args.prompts_per_call)
+    finally:
+        if callable(getattr(generator, "close", None)):
+            generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
     kept = select_by_pass_rate(estimates, args.low, args.high)
     kept_ids = {e.prompt_id for e in kept}
     with open(args.out, "w") as f:
