@@ -32,16 +32,22 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def deltas(generator, model, tokenizer, requests) -> list[float]:
-    """|trainer - engine| log-prob of every token the engine samples for ``requests``."""
-    out = []
-    for request, completions in zip(requests, generator.generate(requests)):
-        prompt_ids = encode_prompt(tokenizer, request.prompt, False)
-        for c in completions:
-            ids = torch.tensor([prompt_ids + list(c.token_ids)])
-            with torch.no_grad():
-                trainer, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
-            out.extend((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().tolist())
-    return out
+    """|trainer - engine| log-prob of every token the engine samples for ``requests`` (one padded forward pass)."""
+    rows = [(encode_prompt(tokenizer, r.prompt, False), c) for r, cs in zip(requests, generator.generate(requests))
+            for c in cs]
+    width = max(len(p) + len(c.token_ids) for p, c in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    engine = torch.full((len(rows), width), float("nan"))
+    for row, (prompt_ids, c) in enumerate(rows):
+        end = len(prompt_ids) + len(c.token_ids)
+        ids[row, :end] = torch.tensor(prompt_ids + list(c.token_ids))
+        mask[row, :end] = 1
+        engine[row, len(prompt_ids):end] = torch.tensor(c.logprobs)
+    with torch.no_grad():
+        trainer, _ = token_logprobs(model, ids, mask, 1.0)  # (B, L)
+    known = ~torch.isnan(engine)
+    return (trainer[known] - engine[known]).abs().tolist()
 
 
 def summary(values: list[float]) -> dict[str, float]:

@@ -9,9 +9,9 @@ For each response token t with ratio ``rho_t = exp(logp_t - old_logp_t)`` and (s
 
 Optional weights multiply ``pg_loss`` before aggregation: ``sample_weights`` per sequence (budget mode's pool
 importance weights) and ``token_weights`` per token (truncated importance sampling of the rollout/trainer mismatch,
-:mod:`reinforce_ada.core.rollout_correction`). The token losses are aggregated by ``loss_agg_mode`` (see :data:`AGGREGATIONS`). Optionally
-``- entropy_coef * agg(entropy)`` and ``+ kl_coef * agg(k3)`` with the k3 estimator of KL(pi || pi_ref),
-``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman, "Approximating KL divergence", 2020).
+:mod:`reinforce_ada.core.rollout_correction`). The token losses are aggregated by ``loss_agg_mode`` (see
+:data:`AGGREGATIONS`). Optionally ``- entropy_coef * agg(entropy)`` and ``+ kl_coef * agg(k3)`` with the k3 estimator
+of KL(pi || pi_ref), ``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman, "Approximating KL divergence", 2020).
 Returns ``(loss, metrics)``; metrics are Python floats.
 """
 

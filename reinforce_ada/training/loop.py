@@ -59,7 +59,8 @@ class Trainer:
         check_report_to(cfg.report_to)
         self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
         builds_data = train_prompts is None or verifier is None or eval_prompts is None
-        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data)  # before any folder
+        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data,
+                           generator=generator is None)  # before any folder
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":

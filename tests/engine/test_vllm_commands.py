@@ -5,7 +5,6 @@ the trainer's tests run the compiled default)."""
 
 from __future__ import annotations
 
-import functools
 import json
 
 import pytest

