@@ -8,11 +8,11 @@
 3. :func:`ppo_update` runs ``ppo_epochs`` passes of mini-batches of
    :func:`reinforce_ada.core.losses.ppo_clip_loss`, accumulated over micro-batches, with gradient clipping, AdamW and
    the learning-rate schedule. With one epoch and one mini-batch the old log-probabilities are the current ones
-   (detached), so no extra forward pass is spent on them -- unless the generator returned log-probabilities: then
-   the old log-probabilities are computed first (one forward pass without gradients, as TRL does with vLLM), the
-   rollout/trainer mismatch is measured on them and checked (:func:`~reinforce_ada.training.guards.
-   check_rollout_mismatch`) before any optimizer step, and with ``rollout_correction`` each token's loss is weighted
-   by the truncated importance ratio (:mod:`reinforce_ada.core.rollout_correction`).
+   (detached), so no extra forward pass is spent on them. When the generator returned log-probabilities of the
+   sampled tokens, the rollout/trainer mismatch is measured on the old log-probabilities and checked
+   (:func:`~reinforce_ada.training.guards.check_rollout_mismatch`) before the first optimizer step, and with
+   ``rollout_correction`` each token's loss is weighted by the truncated importance ratio
+   (:mod:`reinforce_ada.core.rollout_correction`).
 """
 
 from __future__ import annotations
@@ -99,18 +99,19 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
     import torch
 
     from reinforce_ada.core.losses import ppo_clip_loss
+    from reinforce_ada.core.rollout_correction import truncated_is_weights
 
     num = seq["input_ids"].shape[0]
     mini = cfg.mini_batch_size or num
-    rollout = seq.get("rollout_logprobs")
-    single_pass = cfg.ppo_epochs == 1 and mini >= num and rollout is None
+    single_pass = cfg.ppo_epochs == 1 and mini >= num
+    rollout = seq.get("rollout_logprobs")  # (B, L), NaN where the generator gave none; None: it gave none at all
     to = lambda t: t.to(device) if t is not None else None  # noqa: E731
-    old_logprobs = ref_logprobs = is_weights = None
+    old_logprobs = ref_logprobs = None
     sums: dict[str, float] = {}
     if not single_pass:
         old_logprobs = no_grad_logprobs(model, seq, cfg, device)
-    if rollout is not None:
-        sums, is_weights = rollout_mismatch(old_logprobs, rollout, seq["response_mask"], cfg, step)
+    # single pass: the old log-probs are the first forward's, gathered for the mismatch before the optimizer step
+    gathered = torch.zeros_like(rollout) if rollout is not None and old_logprobs is None else None
     if cfg.kl_coef > 0:
         if ref_model is not None:
             ref_logprobs = no_grad_logprobs(ref_model, seq, cfg, device)
@@ -133,6 +134,12 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                 logprobs, entropy = token_logprobs(model, input_ids, attention, cfg.temperature,
                                                    with_entropy=cfg.entropy_coef > 0)
                 old = logprobs.detach() if old_logprobs is None else to(old_logprobs[micro])
+                token_weights = None
+                if rollout is not None:
+                    if gathered is not None:
+                        gathered[micro] = old.float().cpu()
+                    if cfg.rollout_correction:
+                        token_weights = truncated_is_weights(old, to(rollout[micro]), mask, cfg.rollout_correction_cap)
                 loss, metrics = ppo_clip_loss(
                     logprobs, old, to(seq["advantages"][micro]), mask,
                     clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
@@ -141,7 +148,7 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                     ref_logprobs=to(ref_logprobs[micro]) if ref_logprobs is not None else None,
                     kl_coef=cfg.kl_coef,
                     sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None,
-                    token_weights=to(is_weights[micro]) if is_weights is not None else None)
+                    token_weights=token_weights)
                 # Weight each micro-batch so the accumulated loss equals the mini-batch's aggregate.
                 if cfg.loss_agg_mode == "token-mean":
                     share = float(mask.sum() / mask_total)
@@ -156,6 +163,9 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                                                        float("inf"))
             check_finite(step + 1, "the gradient norm", grad_norm)
             sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+            if rollout is not None and count == 0:  # measured and checked before the first optimizer step
+                sums.update(rollout_mismatch(old_logprobs if gathered is None else gathered, rollout,
+                                             seq["response_mask"], cfg, step))
             optimizer.step()
             scheduler.step()
             totals["optimizer_steps"] += 1
@@ -164,19 +174,18 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
 
 
 def rollout_mismatch(old_logprobs: Any, rollout_logprobs: Any, mask: Any, cfg: TrainConfig,
-                     step: int) -> tuple[dict[str, float], Any]:
-    """The step's ``mismatch/*`` metrics (checked against ``cfg.max_rollout_mismatch``) and, with
-    ``cfg.rollout_correction``, the ``(B, L)`` truncated importance weights (else ``None``)."""
+                     step: int) -> dict[str, float]:
+    """The step's ``mismatch/*`` metrics, checked against ``cfg.max_rollout_mismatch``; with
+    ``cfg.rollout_correction`` also the truncated importance weights' mean and capped share."""
     from reinforce_ada.core.rollout_correction import mismatch_metrics, truncated_is_weights
 
     stats = mismatch_metrics(old_logprobs, rollout_logprobs, mask)
     check_rollout_mismatch(step + 1, stats, cfg.max_rollout_mismatch, cfg.top_p)
     metrics = {f"mismatch/{key}": float(value) for key, value in stats.items()}
-    if not cfg.rollout_correction:
-        return metrics, None
-    weights = truncated_is_weights(old_logprobs, rollout_logprobs, mask, cfg.rollout_correction_cap)
-    response = mask > 0
-    metrics["mismatch/is_weight_mean"] = float(weights[response].mean()) if response.any() else float("nan")
-    metrics["mismatch/is_capped_fraction"] = (float((weights[response] >= cfg.rollout_correction_cap).float().mean())
-                                              if response.any() else float("nan"))
-    return metrics, weights
+    if cfg.rollout_correction:
+        response = mask > 0
+        weights = truncated_is_weights(old_logprobs, rollout_logprobs, mask, cfg.rollout_correction_cap)[response]
+        metrics["mismatch/is_weight_mean"] = float(weights.mean()) if response.any() else float("nan")
+        metrics["mismatch/is_capped_fraction"] = (float((weights >= cfg.rollout_correction_cap).float().mean())
+                                                  if response.any() else float("nan"))
+    return metrics
