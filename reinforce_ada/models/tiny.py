@@ -11,7 +11,9 @@ parameters) is one vLLM can serve: its CPU attention supports head sizes from 32
 
 from __future__ import annotations
 
+import json
 import string
+from pathlib import Path
 from typing import Any
 
 TINY_VOCAB: list[str] = ["<pad>", "<eos>", "<unk>"] + list(string.digits + string.ascii_letters + " +-*/=()?.,:;!'\"\n")
@@ -34,6 +36,18 @@ def build_char_tokenizer():
     tokenizer.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>",
                                    unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False)
+
+
+def save_char_tokenizer(tokenizer: Any, folder: str | Path) -> None:
+    """Save the char tokenizer into ``folder`` so that every supported transformers loads it with ``AutoTokenizer``:
+    transformers 5 records its class as ``TokenizersBackend``, a name 4.x refuses; ``PreTrainedTokenizerFast`` names
+    the same class in both. (On transformers 5 ``AutoTokenizer`` still builds a ``Qwen2Tokenizer`` for a folder whose
+    ``config.json`` says qwen2, and its byte-level pre-tokenizer drops ' ' and newlines; the built-in tasks' prompts
+    have neither, and :func:`build_char_tokenizer` is the exact tokenizer.)"""
+    tokenizer.save_pretrained(folder)
+    config_file = Path(folder) / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}, indent=2) + "\n")
 
 
 def build_tiny_model(vocab_size: int = len(TINY_VOCAB), *, hidden_size: int = TINY_SHAPE["hidden_size"],

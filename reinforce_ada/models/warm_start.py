@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.models.tiny import TINY_SHAPE, TINY_VOCAB
+from reinforce_ada.models.tiny import (TINY_SHAPE, TINY_VOCAB, build_char_tokenizer, build_tiny_model,
+                                       save_char_tokenizer)
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -141,8 +142,6 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
 
     from transformers import AutoModelForCausalLM
 
-    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-
     tokenizer = build_char_tokenizer()
     shipped = shipped_start_model(settings)
     if shipped is not None:
@@ -164,7 +163,7 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
     tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".tmp-"))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)  # a complete checkpoint folder, e.g. for a vLLM engine
+        save_char_tokenizer(tokenizer, tmp)  # a complete checkpoint folder, e.g. for a vLLM engine
         (tmp / "warm_start.json").write_text(json.dumps({**info, "settings": asdict(settings)}, indent=2))
         if folder.exists():
             shutil.rmtree(folder)
@@ -187,7 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.data import get_task, list_tasks
-    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--task", required=True, help=f"a built-in task: {', '.join(list_tasks())}")
@@ -211,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out.exists():
         shutil.rmtree(out)
     model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)  # a complete checkpoint folder: a vLLM engine can be built on it
+    save_char_tokenizer(tokenizer, out)  # a complete checkpoint folder: a vLLM engine can be built on it
     (out / "warm_start.json").write_text(json.dumps({
         **info, "settings": asdict(settings),
         "made_with": f"python -m reinforce_ada.models.warm_start --task {args.task} --out {args.out}",

@@ -22,7 +22,8 @@ def test_default_settings_find_the_shipped_model(task):
 @pytest.mark.parametrize("task", ["arithmetic", "arithmetic-mixed"])
 def test_the_shipped_models_have_the_built_in_shape_and_tokenizer(task):
     """Shipped weights must be the shape ``build_tiny_model`` builds (a shape change means regenerating them), with a
-    head size vLLM's CPU attention serves (>= 32), and carry the char tokenizer so an engine can load the folder."""
+    head size vLLM's CPU attention serves (>= 32), and carry the char tokenizer so an engine can load the folder
+    (on transformers 4.56.2 too: not under transformers 5's class name ``TokenizersBackend``)."""
     from transformers import AutoConfig, AutoTokenizer
 
     from reinforce_ada.models.tiny import TINY_VOCAB, build_tiny_model
@@ -35,6 +36,7 @@ def test_the_shipped_models_have_the_built_in_shape_and_tokenizer(task):
     assert shipped.hidden_size // shipped.num_attention_heads >= 32
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert tokenizer.convert_ids_to_tokens(list(range(len(TINY_VOCAB)))) == TINY_VOCAB
+    assert (tokenizer.pad_token_id, tokenizer.eos_token_id) == (0, 1)
     assert tokenizer("85+63=", add_special_tokens=False).input_ids == [TINY_VOCAB.index(c) for c in "85+63="]
 
 
