@@ -112,6 +112,11 @@ def test_a_path_one_level_off_is_one_line_naming_the_path_to_give(run, capsys, n
     assert one_line(capsys, "eval", str(weights)) == (f"RUN {weights} is a file, not a model folder; give the folder "
                                                       f"that holds it: RUN {weights.parent}")
     assert not (parent / "new").exists()
+    started = parent / "started"
+    started.mkdir()
+    (started / "metrics.jsonl").write_text("")
+    assert one_line(capsys, "eval", str(started)) == (f"RUN {started} holds a run but no checkpoint yet (the trainer "
+                                                      "writes one when it ends, and every --save-steps steps)")
 
 
 def test_train_takes_a_run_as_its_model(run):

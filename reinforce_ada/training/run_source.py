@@ -83,6 +83,11 @@ def locate_model(name: str, flag: str = "--model") -> ModelSource | None:
         if path.name == "model" and _is_checkpoint(parent):
             return _from_checkpoint(name, parent)
         return ModelSource(name, path)
+    from reinforce_ada.training.run_folder import run_entries
+
+    if run_entries(path):
+        raise UsageError(f"{flag} {name} holds a run but no checkpoint yet (the trainer writes one when it ends, and "
+                         f"every --save-steps steps)")
     raise UsageError(_one_level_off(name, path, flag))
 
 
