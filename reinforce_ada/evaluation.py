@@ -13,9 +13,12 @@ A failed verification (``None``) counts as incorrect and is counted in ``num_ver
 averages each metric over datasets weighted by their number of prompts. ``evaluate`` can write every generation to a
 jsonl file (dataset, prompt id, prompt, reference answer, completion text, reward, correct, finish reason).
 
-The ``reinforce-ada eval`` subcommand (:func:`add_arguments`, :func:`run`) loads a safetensors checkpoint, builds the
-data sources (``task:NAME`` for a built-in task's test split, anything else through
-``reinforce_ada.data.load_prompts``) and prints a table or JSON.
+The ``reinforce-ada eval`` subcommand (:func:`add_arguments`, :func:`run`) takes a run folder, a checkpoint or a
+model folder (:func:`reinforce_ada.training.run_source.locate_model`), builds the data sources (``task:NAME`` for a
+built-in task's test split, anything else through ``reinforce_ada.data.load_prompts``; for a run without ``--data``,
+the run's own held-out prompts), checks every prompt fits the model's context before loading the weights, and prints
+a table or JSON saying which model, settings and prompts it used. A run's own settings (``max_new_tokens``,
+``temperature``, ``top_p``, chat template, verifier, prompt-file keys) are the defaults.
 """
 
 from __future__ import annotations
