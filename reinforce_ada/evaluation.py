@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -251,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:
         print(json.dumps(results, indent=2))
+        if args.out:
+            print(f"wrote {Path(args.out).resolve()}", file=sys.stderr)  # stdout holds the JSON alone
         return 0
     print(f"model: {source.describe()}")
     if from_run:

@@ -237,3 +237,30 @@ def test_help_is_plain_text_and_lists_the_registries(monkeypatch):
         assert name in flat["train"]
     for name in ("eval", "select-prompts"):
         assert "NAME: arithmetic, arithmetic-mixed, my-task, reasoning-gym:<dataset>" in flat[name]
+
+
+def test_select_prompts_retries_only_what_the_one_rule_calls_transient():
+    from reinforce_ada.research.select_prompts import estimate_pass_rates
+    from reinforce_ada.sampling.protocols import FatalGenerationError
+    from reinforce_ada.types import Completion, Prompt
+
+    class Generator:
+        def __init__(self, error):
+            self.error, self.num_calls = error, 0
+
+        def generate(self, requests):
+            self.num_calls += 1
+            if self.num_calls == 1:
+                raise self.error
+            return [[Completion(r.prompt.prompt_id, "1") for _ in range(r.num_samples)] for r in requests]
+
+    def verifier(prompts, completions):
+        return [1.0 for _ in completions]
+
+    prompts = [Prompt("p", "1+0=", "1")]
+    flaky = Generator(ConnectionError("reset"))
+    assert estimate_pass_rates(prompts, flaky, verifier, k=2)[0].pass_rate == 1.0 and flaky.num_calls == 2
+    broken = Generator(ValueError("prompt too long for the model"))
+    with pytest.raises(FatalGenerationError, match="not retried"):
+        estimate_pass_rates(prompts, broken, verifier, k=2)
+    assert broken.num_calls == 1  # the three 32-s retries of a configuration error
