@@ -264,3 +264,11 @@ def test_select_prompts_retries_only_what_the_one_rule_calls_transient():
     with pytest.raises(FatalGenerationError, match="not retried"):
         estimate_pass_rates(prompts, broken, verifier, k=2)
     assert broken.num_calls == 1  # the issue's three 32-s retries of a configuration error
+
+
+@pytest.mark.parametrize("settings", [{"strategy": name} for name in STRATEGIES] + [
+    {"sampler": {"mode": "streaming", "memory": {"enabled": True}}}, {"model": "org/model", "task": "arithmetic-mixed"}])
+def test_a_run_config_as_saved_is_read_back_as_the_same_config(settings):
+    """What ``locate_model`` reads from a checkpoint (``asdict`` of the run's config) builds the same config again."""
+    config = TrainConfig(**settings)
+    assert TrainConfig(**asdict(config)) == config
