@@ -35,8 +35,10 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dapo-max-batches", type=int, default=4,
                    help="DAPO's budget: generation batches per step (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", default="simulate.png", help="PNG to write (default: %(default)s; '' for none)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument("--plot", default="", metavar="PATH", help="also write a plot of the results to this PNG "
+                                                              "(default: none)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table (stdout holds "
+                                                       "only the JSON)")
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
@@ -61,16 +63,19 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         plot(results, args.plot, title=f"{args.dist}, M={args.samples_per_round} N={args.max_rounds} "
                                        f"n={args.group_size}")
-        if not args.json:
-            print(f"wrote {Path(args.plot).resolve()}")
+        print(f"wrote {Path(args.plot).resolve()}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
-    from reinforce_ada.config import TrainConfig, add_config_arguments
+    from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
+    from reinforce_ada.data.tasks import task_names_text
+    from reinforce_ada.verifiers.registry import VERIFIERS
 
     p.add_argument("--config", help="YAML file of TrainConfig fields")
-    add_config_arguments(p, TrainConfig)
+    add_config_arguments(p, TrainConfig, choices={  # from the registries, so that a new entry is listed
+        "task": task_names_text(), "strategy": ", ".join(STRATEGIES),
+        "verifier": ", ".join([*VERIFIERS.names(), "package.module:function"])})
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -91,14 +96,20 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", help="run folders (each with metrics.jsonl)")
-    p.add_argument("--out", default=".", help="folder for training.png (default: %(default)s)")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (each with metrics.jsonl)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for training.png (default for one run: its plots/ folder; several runs: required)")
 
 
 def _run_plot(args: argparse.Namespace) -> int:
     from reinforce_ada.plotting import plot_runs
 
-    print(f"wrote {plot_runs(args.runs, args.out).resolve()}")
+    out = args.out
+    if out is None:
+        if len(args.runs) > 1:
+            raise UsageError(f"plotting {len(args.runs)} runs together: give --out DIR for their training.png")
+        out = Path(args.runs[0]) / "plots"
+    print(f"wrote {plot_runs(args.runs, out).resolve()}")
     return 0
 
 
@@ -165,14 +176,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="reinforce-ada", description=__doc__.split("\n\n")[0])
+    from reinforce_ada.config.checks import terminal_text
+
+    parser = _Parser(prog="reinforce-ada", description=terminal_text(__doc__.split("\n\n")[0]))
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         run = _resolve(command.run)
         if command.doc_description:
             p = subparsers.add_parser(command.name, help=command.help,
-                                      description=sys.modules[run.__module__].__doc__.split("\n\n")[1],
+                                      description=terminal_text(sys.modules[run.__module__].__doc__.split("\n\n")[1]),
                                       formatter_class=argparse.RawTextHelpFormatter)
         else:
             p = subparsers.add_parser(command.name, help=command.help, description=command.description)

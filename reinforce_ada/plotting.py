@@ -13,8 +13,20 @@ from typing import Any, Sequence
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of a run's ``metrics.jsonl``; a folder that is not a run but sits in one or holds runs is named
+    with the folder to give instead."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
+        from reinforce_ada.errors import UsageError
+
+        run = Path(run_dir)
+        inside = next((parent for parent in run.parents if (parent / "metrics.jsonl").is_file()), None)
+        if inside is not None and run.is_dir():
+            raise UsageError(f"{run_dir} is inside run {inside}, not a run itself: give {inside}")
+        holds = sorted(child for child in run.iterdir() if (child / "metrics.jsonl").is_file()) if run.is_dir() else []
+        if holds:
+            raise UsageError(f"{run_dir} is not a run but holds runs ({', '.join(map(str, holds[:4]))}"
+                             f"{', ...' if len(holds) > 4 else ''}): give them")
         raise FileNotFoundError(f"{path} does not exist (is {run_dir} a run folder?)")
     records = []
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
@@ -51,13 +63,13 @@ def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    runs = [(Path(run), read_metrics(run)) for run in run_dirs]  # every run read before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     (ax_rs, ax_rn, ax_zero), (ax_as, ax_an, ax_rounds) = axes
     width = 0.8 / max(len(run_dirs), 1)
-    for i, run in enumerate(map(Path, run_dirs)):
-        records = read_metrics(run)
+    for i, (run, records) in enumerate(runs):
         label = _run_label(run)
         train = [r for r in records if "sampling/reward_mean" in r]
         ax_rs.plot(*_series(train, "sampling/reward_mean"), label=label)

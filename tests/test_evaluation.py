@@ -187,6 +187,8 @@ def test_cli_with_stand_in_data_and_verifier_modules(tiny_checkpoint, tmp_path, 
 
     import torch
 
+    import reinforce_ada.verifiers.registry  # noqa: F401 -- `train --help` lists its names when the parser is built
+
     calls = {}
 
     class Task:
@@ -237,7 +239,7 @@ def test_cli_with_stand_in_data_and_verifier_modules(tiny_checkpoint, tmp_path, 
 
 
 def test_cli_rejects_bad_arguments_before_loading(tmp_path):
-    with pytest.raises(ValueError, match="not a checkpoint directory"):
+    with pytest.raises(ValueError, match="missing does not exist \\(a run folder, a checkpoint or a model folder\\)"):
         run_eval(["--model", str(tmp_path / "missing"), "--data", "x"])
     with pytest.raises(ValueError, match="twice"):
         run_eval(["--model", str(tmp_path), "--data", "x", "--data", "x"])

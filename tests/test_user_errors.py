@@ -225,9 +225,11 @@ def write_jsonl(path, rows):
 
 @pytest.fixture()
 def model_dir(tmp_path):
-    """A folder standing for a local model: the data errors come before the model loads, so it stays empty."""
+    """A folder standing for a local model: the data errors come before the model loads, so it holds only the
+    config.json that makes it a model folder."""
     path = tmp_path / "model"
     path.mkdir()
+    (path / "config.json").write_text("{}")
     return path
 
 
@@ -353,8 +355,10 @@ def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_t
         check_train_inputs(TrainConfig(verifier="exakt"))
     with pytest.raises(ConfigError, match="verifier 'no_such_module:fn': cannot import module 'no_such_module'"):
         check_train_inputs(TrainConfig(verifier="no_such_module:fn"))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
     with pytest.raises(DataError, match="data: .*missing.jsonl does not exist"):
-        check_train_inputs(TrainConfig(model="/", data=str(tmp_path / "missing.jsonl")))
+        check_train_inputs(TrainConfig(model=str(tmp_path / "model"), data=str(tmp_path / "missing.jsonl")))
     assert not out.exists()
 
 
@@ -405,7 +409,8 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
     code, err = run(capsys, "select-prompts", "--data", str(data), "--model", str(tmp_path / "nope"),
                     "--out", str(tmp_path / "out.jsonl"))
-    assert code == 2 and one_error_line(err) == f"error: model path {tmp_path / 'nope'} does not exist"
+    assert code == 2 and one_error_line(err) == (f"error: --model {tmp_path / 'nope'} does not exist (a run folder, "
+                                                 "a checkpoint or a model folder)")
     assert not (tmp_path / "out.jsonl").exists()
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import re
 import types
 import typing
 from dataclasses import fields
@@ -17,7 +18,7 @@ from typing import Any
 
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["check_field_types", "field_docs"]
+__all__ = ["check_field_types", "field_docs", "terminal_text"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,9 +123,28 @@ def check_positive_ints(config: Any, names: tuple[str, ...]) -> None:
             raise ConfigError(f"{name} must be a positive integer (got {value!r})")
 
 
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]+?)(?:\s*<[^>]+>)?`")
+_LINK = re.compile(r"`([^`<]+?)\s*<([^>]+)>`_+")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def terminal_text(text: str) -> str:
+    """reST as a terminal shows it: double-backquoted literals lose their quotes, a role such as ``:class:`` keeps
+    its target (only the last part after a ``~``), a link keeps its text with the address in brackets; everything
+    else stays as written.
+
+    >>> terminal_text("``tiny`` or :data:`~reinforce_ada.config.STRATEGIES`; see `TRL <https://x.y>`_")
+    'tiny or STRATEGIES; see TRL (https://x.y)'
+    """
+    text = _ROLE.sub(lambda m: m.group(2).rpartition(".")[2] if m.group(1) else m.group(2), text)
+    text = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", text)
+    return _LITERAL.sub(lambda m: m.group(1), text)
+
+
 @functools.lru_cache(maxsize=None)
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring written under each dataclass field (used as command-line help)."""
+    """The docstring written under each dataclass field, as a terminal shows it (:func:`terminal_text`): the
+    command-line help, and TRL's field help."""
     import ast
     import inspect
     import textwrap
@@ -135,5 +155,5 @@ def field_docs(cls: type) -> dict[str, str]:
     for node, nxt in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
+            docs[node.target.id] = terminal_text(" ".join(nxt.value.value.split()))
     return docs

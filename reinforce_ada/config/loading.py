@@ -217,10 +217,11 @@ def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | 
     return cls(**_merge(values, given))
 
 
-def add_config_arguments(parser: Any, cls: type) -> None:
+def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None = None) -> None:
     """One ``--field-name`` option per field of the config tree (``--section.field-name`` inside a section, plus
     the flat aliases of :func:`flat_aliases`), typed from its annotation, defaulting to "not given"; the help is the
-    field's docstring."""
+    field's docstring as a terminal shows it, then ``choices[dotted name]`` when given (the names a registry holds,
+    listed by the caller that knows the registry)."""
     import argparse
 
     from reinforce_ada.config.train import MODEL_DEFAULTS
@@ -233,7 +234,8 @@ def add_config_arguments(parser: Any, cls: type) -> None:
         flag = "--" + dotted.replace("_", "-")
         default = ("model-dependent" if f.default is None and name in MODEL_DEFAULTS["tiny"] and owner is cls
                    else repr(f.default))
-        help_text = f"{field_docs(owner).get(name, '')} (default: {default})".replace("%", "%%")
+        listed = f" One of: {choices[dotted]}." if choices and dotted in choices else ""
+        help_text = f"{field_docs(owner).get(name, '')}{listed} (default: {default})".replace("%", "%%")
         spellings = [(flag, dotted, help_text)]
         if dotted in aliases:  # its own dest, so that giving both spellings is caught by load_config
             spellings.append(("--" + aliases[dotted].replace("_", "-"), aliases[dotted], f"alias of {flag}"))

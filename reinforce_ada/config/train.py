@@ -94,9 +94,11 @@ class TrainConfig:
 
     # -- data and reward ---------------------------------------------------------------------------------------------
     task: str | None = "arithmetic"
-    """Built-in task (``arithmetic`` or ``reasoning-gym:<name>``); ignored when ``data`` is given."""
+    """Built-in task by name (``reasoning-gym:<dataset>``: that reasoning-gym dataset); ignored when ``data`` is
+    given."""
     data: str | None = None
-    """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path."""
+    """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path; ``task:NAME`` is the
+    built-in task ``NAME`` (the same as ``task``)."""
     eval_data: str | None = None
     """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
     prompt_key: str = "prompt"
@@ -111,7 +113,8 @@ class TrainConfig:
     pretrained model on a ``reasoning-gym:`` task, which gets reasoning-gym's default prompt asking for the
     ``<answer>...</answer>`` format its verifier reads; ``""`` for none at all."""
     verifier: str | None = None
-    """Reward function: ``math``, ``exact``, ``arithmetic``, ``module:function`` (TRL signature); default: the task's."""
+    """Reward function by name, or ``package.module:function`` (TRL's signature); default: the task's own (``math``
+    for ``data``)."""
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
     verifier_answer_kwarg: str | None = None
@@ -129,9 +132,10 @@ class TrainConfig:
 
     # -- sampling (the sampler tree: config/sampler.py, config/streaming.py) --------------------------------------
     strategy: str = "ada-balanced"
-    """``ada-balanced``, ``ada-positive``, ``ada-mixed``, ``ada-budget`` (a fixed sample budget per step spread by
-    predicted value; see ``sampler.sample_budget_per_step``), ``grpo`` (one round of n) or ``dapo`` (dynamic
-    sampling). What each sets in ``sampler``: :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
+    """How samples are drawn: Reinforce-Ada with an exit rule (``ada-<rule>``), budget mode (``ada-budget``: a fixed
+    sample budget per step spread by predicted value; see ``sampler.sample_budget_per_step``), GRPO (``grpo``: one
+    round of n) or DAPO (``dapo``: dynamic sampling). What each sets in ``sampler``:
+    :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
     batch_size: int | None = None
     """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     sampler: SamplerConfig = field(default_factory=dict)  # type: ignore[assignment]
@@ -243,6 +247,7 @@ class TrainConfig:
             raise ConfigError(f"sampler={self.sampler!r}: `sampler` is now the sampler's section; the sampler kind is "
                               f"sampler.mode (--sampler.mode {self.sampler})")
         _check_types(self)
+        self._take_task_from_data()
         self._resolve_model_defaults()
         positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
                          "max_steps", "lora_r", "dapo_max_batches", "eval_samples", "task_digits")
@@ -327,6 +332,16 @@ class TrainConfig:
             raise ConfigError(f"verifier_answer_kwarg must be a Python identifier (got {self.verifier_answer_kwarg!r})")
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite exclude each other: continue the run in output_dir, or delete it")
+
+    def _take_task_from_data(self) -> None:
+        """``data='task:NAME'`` is the built-in task ``NAME`` (``--data task:NAME`` as ``eval`` spells it)."""
+        if isinstance(self.data, str) and self.data.startswith("task:"):
+            name = self.data.removeprefix("task:")
+            if not name:
+                raise ConfigError("data='task:' names no task; give e.g. --data task:arithmetic (or --task arithmetic)")
+            if self.task not in (name, type(self).task):
+                raise ConfigError(f"data={self.data!r} and task={self.task!r} name two tasks; give one")
+            self.task, self.data = name, None
 
     def _resolve_model_defaults(self) -> None:
         """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""

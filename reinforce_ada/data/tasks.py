@@ -255,3 +255,18 @@ def get_task(name: str, **options: Any) -> Task:
 def list_tasks() -> list[str]:
     """The registered task names (``reasoning-gym:<dataset>`` is accepted as well)."""
     return TASKS.names()
+
+
+def task_names_text() -> str:
+    """Every built-in task as ``--help`` lists it: ``arithmetic, arithmetic-mixed, reasoning-gym:<dataset>``."""
+    return ", ".join([*TASKS.names(), "reasoning-gym:<dataset>"])
+
+
+def bare_task_name(source: str) -> str | None:
+    """``source`` when it names a built-in task (``arithmetic``, ``reasoning-gym:<dataset>``) and no file or folder of
+    that name exists -- a task given where a data source goes, to be spelled ``task:NAME``; else ``None``."""
+    from pathlib import Path
+
+    if not isinstance(source, str) or Path(source).expanduser().exists():
+        return None
+    return source if source in TASKS or source.startswith("reasoning-gym:") else None

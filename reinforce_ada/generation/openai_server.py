@@ -10,8 +10,10 @@ that keeps the connection alive by dripping a byte now and then cannot hold a re
 (per connect, per read) apply inside it.
 
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
-deterministic jitter): connection errors, dropped connections, timeouts, HTTP 408/409/429/5xx and malformed
-bodies. Other 4xx answers (a bad request will not get better) fail at once. Every sample carries its own request id
+deterministic jitter) when the library's one retry rule (``sampling.protocols.is_transient``) says so: connection
+errors, dropped connections, timeouts, HTTP 408/409/429/5xx and malformed bodies are raised as transient
+``GenerationError``; other 4xx answers (a bad request will not get better) as ``ServerRequestError``, a
+``FatalGenerationError``, and fail at once. Every sample carries its own request id
 (``X-Request-Id``), identical across its retries, and produces exactly one :class:`Completion` -- or raises, so a
 prompt is never lost silently nor counted twice.
 
@@ -33,7 +35,13 @@ import random
 import uuid
 from typing import Any, Sequence
 
-from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError, GenerationRequest, PartialGenerationError
+from reinforce_ada.sampling.protocols import (
+    FatalGenerationError,
+    GenerationError,
+    GenerationRequest,
+    PartialGenerationError,
+    is_transient,
+)
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -131,9 +139,9 @@ class OpenAICompletionsEngine:
         return delay * (0.5 + 0.5 * self._rng.random())
 
     async def complete(self, prompt: Prompt, request_id: str) -> Completion:
-        """One completion of ``prompt``; retried on transient failures, raises :class:`GenerationError` after
-        ``max_attempts``."""
-        httpx = _httpx()
+        """One completion of ``prompt``; a failed attempt is tried again when the one retry rule
+        (:func:`~reinforce_ada.sampling.protocols.is_transient`) says it may succeed, up to ``max_attempts``; raises
+        :class:`GenerationError` after that, a deterministic failure at once."""
         path, body = self._payload(prompt)
         last: str = ""
         for attempt in range(self.max_attempts):
@@ -142,32 +150,39 @@ class OpenAICompletionsEngine:
                 await asyncio.sleep(self._backoff(attempt - 1))
             self.num_requests += 1
             try:
-                async with self._slot():
-                    response = await asyncio.wait_for(
-                        self._client().post(path, json=body, headers={"X-Request-Id": request_id}), self.timeout_s)
-            except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
-                last = f"no complete answer within timeout_s={self.timeout_s:g}"
+                completion = await self._attempt(path, body, prompt, request_id)
+            except Exception as err:  # noqa: BLE001 -- the one rule decides what is tried again
+                if not is_transient(err):
+                    raise
+                last = str(err)
                 logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
-                continue
-            except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
-                last = f"{type(err).__name__}: {err}"
-                logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
-                continue
-            if response.status_code in RETRY_STATUS:
-                last = f"HTTP {response.status_code}"
-                continue
-            if response.status_code != 200:
-                raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: "
-                                         f"{response.text[:300]}")
-            try:
-                completion = self._parse(prompt, response.json())
-            except (ValueError, KeyError, TypeError, IndexError) as err:
-                last = f"malformed response: {err!r}"
                 continue
             self.num_completions += 1
             return completion
         raise GenerationError(f"request {request_id} for prompt {prompt.prompt_id!r} failed "
                               f"{self.max_attempts} times; last error: {last}")
+
+    async def _attempt(self, path: str, body: dict[str, Any], prompt: Prompt, request_id: str) -> Completion:
+        """One HTTP request for one completion. A failure is raised as the retry rule reads it: a plain
+        :class:`GenerationError` (transient) for a timeout, a dropped connection, HTTP 408/409/425/429/5xx or a
+        malformed body; :class:`ServerRequestError` (never retried) for any other answer than 200."""
+        httpx = _httpx()
+        try:
+            async with self._slot():
+                response = await asyncio.wait_for(
+                    self._client().post(path, json=body, headers={"X-Request-Id": request_id}), self.timeout_s)
+        except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
+            raise GenerationError(f"no complete answer within timeout_s={self.timeout_s:g}") from None
+        except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
+            raise GenerationError(f"{type(err).__name__}: {err}") from err
+        if response.status_code in RETRY_STATUS:
+            raise GenerationError(f"HTTP {response.status_code}")
+        if response.status_code != 200:
+            raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            return self._parse(prompt, response.json())
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            raise GenerationError(f"malformed response: {err!r}") from err
 
     @staticmethod
     def _parse(prompt: Prompt, data: dict[str, Any]) -> Completion:

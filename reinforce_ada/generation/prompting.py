@@ -9,15 +9,18 @@ the prompt the trainer rebuilds to score it are the same token ids:
 
 The template is rendered to text and then tokenized with ``add_special_tokens=False``: a template writes its own
 special tokens (BOS included), and adding them again would double them.
+
+:func:`check_prompts_fit` is the one check that every prompt plus ``max_new_tokens`` fits the model's context, run
+by the trainer (``training.guards.check_prompt_lengths``), ``eval`` and ``select-prompts`` before they generate.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 from reinforce_ada.types import Prompt
 
-__all__ = ["encode_prompt", "prompt_messages"]
+__all__ = ["check_prompts_fit", "check_sampling_params", "encode_prompt", "prompt_messages"]
 
 
 def prompt_messages(prompt: Prompt) -> list[dict[str, str]] | None:
@@ -65,3 +68,28 @@ def check_sampling_params(max_new_tokens: Any, temperature: Any, top_p: Any) -> 
         raise ValueError(f"temperature must be > 0 (sampling), got {temperature!r}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def check_prompts_fit(prompts: Mapping[str, Sequence[Prompt]], encode: Callable[[Prompt], list[int]],
+                      context: int | None, max_new_tokens: int) -> None:
+    """Every prompt plus ``max_new_tokens`` must fit the model's ``context`` (``None``: the model does not say);
+    ``prompts`` maps a description (``training prompt``, ``task:arithmetic prompt``) to its prompts. Fails with a
+    :class:`~reinforce_ada.errors.ConfigError` naming the first row that does not fit and the largest
+    ``--max-new-tokens`` with which every prompt would."""
+    from reinforce_ada.errors import ConfigError
+
+    if not context:
+        return
+    lengths = {what: [len(encode(p)) for p in rows] for what, rows in prompts.items()}
+    longest = max((n for row_lengths in lengths.values() for n in row_lengths), default=0)
+    for what, rows in prompts.items():
+        too_long = [(i, n) for i, n in enumerate(lengths[what]) if n + max_new_tokens > context]
+        if not too_long:
+            continue
+        index, length = too_long[0]
+        more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
+        fix = (f"lower --max-new-tokens to {context - longest} or less" if longest < context
+               else f"no --max-new-tokens fits the longest prompt ({longest} tokens): shorten or drop it")
+        raise ConfigError(f"{what} at row {index} (prompt_id {rows[index].prompt_id!r}) is {length} tokens; with "
+                          f"max_new_tokens={max_new_tokens} it needs {length + max_new_tokens} positions, more than "
+                          f"the model's context of {context} (max_position_embeddings){more}: {fix}")

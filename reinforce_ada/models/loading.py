@@ -66,10 +66,31 @@ def load_pretrained(name_or_path: str, dtype: str = "float32") -> tuple[Any, Any
     else:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, use_safetensors=True)
+    return model, _for_generation(tokenizer)
+
+
+def load_tokenizer(name_or_path: str) -> Any:
+    """The tokenizer of a model folder or hub id, set up as :func:`load_pretrained` sets it up (cheap: a command
+    checks its prompts with it before loading the weights)."""
+    from transformers import AutoTokenizer
+
+    return _for_generation(AutoTokenizer.from_pretrained(name_or_path))
+
+
+def context_length(name_or_path: str) -> int | None:
+    """The model's context (``max_position_embeddings`` of its config), read without loading the weights; ``None``
+    when its config does not say."""
+    from transformers import AutoConfig
+
+    value = getattr(AutoConfig.from_pretrained(name_or_path), "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _for_generation(tokenizer: Any) -> Any:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    return model, tokenizer
+    return tokenizer
 
 
 def _gguf_dequantize_kwargs() -> dict[str, Any]:

@@ -3,15 +3,26 @@
 It is a real ``transformers`` model and tokenizer (``Qwen2ForCausalLM`` + ``PreTrainedTokenizerFast``), so every code
 path that serves a 1.5B model -- generation, log-probabilities, save_pretrained/safetensors, TRL -- runs on it in
 seconds on a CPU. Each character is one token; ``<eos>`` ends a completion and ``<pad>`` pads.
+
+The default shape (hidden 64, 2 layers, 2 attention heads of 32 dimensions sharing 1 key/value head, ~0.1M
+parameters) is one vLLM can serve: its CPU attention supports head sizes from 32 up (4 heads of 16 are refused with
+"Unsupported CPU attention configuration: head_dim=16"), so the vLLM backends run on the same built-in model as HF.
 """
 
 from __future__ import annotations
 
+import json
 import string
+from pathlib import Path
 from typing import Any
 
 TINY_VOCAB: list[str] = ["<pad>", "<eos>", "<unk>"] + list(string.digits + string.ascii_letters + " +-*/=()?.,:;!'\"\n")
 """Special tokens first (pad=0, eos=1, unk=2), then one token per character."""
+
+
+TINY_SHAPE: dict[str, int] = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "max_positions": 64}
+"""The built-in model's default shape (:func:`build_tiny_model`'s defaults). Part of the warm-start cache key
+(:meth:`~reinforce_ada.models.warm_start.WarmStartSettings.key`), so a cache made for another shape is never loaded."""
 
 
 def build_char_tokenizer():
@@ -27,9 +38,24 @@ def build_char_tokenizer():
                                    unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False)
 
 
-def build_tiny_model(vocab_size: int = len(TINY_VOCAB), *, hidden_size: int = 64, num_layers: int = 2,
-                     num_heads: int = 4, max_positions: int = 64, seed: int = 0):
-    """A randomly initialised ``Qwen2ForCausalLM`` of ~0.1M parameters (deterministic for a given seed)."""
+def save_char_tokenizer(tokenizer: Any, folder: str | Path) -> None:
+    """Save the char tokenizer into ``folder`` so that every supported transformers loads it with ``AutoTokenizer``:
+    transformers 5 records its class as ``TokenizersBackend``, a name 4.x refuses; ``PreTrainedTokenizerFast`` names
+    the same class in both. (On transformers 5 ``AutoTokenizer`` still builds a ``Qwen2Tokenizer`` for a folder whose
+    ``config.json`` says qwen2, and its byte-level pre-tokenizer drops ' ' and newlines; the built-in tasks' prompts
+    have neither, and :func:`build_char_tokenizer` is the exact tokenizer.)"""
+    tokenizer.save_pretrained(folder)
+    config_file = Path(folder) / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}, indent=2) + "\n")
+
+
+def build_tiny_model(vocab_size: int = len(TINY_VOCAB), *, hidden_size: int = TINY_SHAPE["hidden_size"],
+                     num_layers: int = TINY_SHAPE["num_layers"], num_heads: int = TINY_SHAPE["num_heads"],
+                     max_positions: int = TINY_SHAPE["max_positions"], seed: int = 0):
+    """A randomly initialised ``Qwen2ForCausalLM`` of ~0.1M parameters (deterministic for a given seed); head size
+    ``hidden_size // num_heads`` (32 by default, the smallest vLLM's CPU attention serves), ``num_heads // 2`` key/value
+    heads (at least 1)."""
     return build_qwen2(seed=seed, vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=3 * hidden_size,
                        num_hidden_layers=num_layers, num_attention_heads=num_heads,
                        num_key_value_heads=max(1, num_heads // 2), max_position_embeddings=max_positions)

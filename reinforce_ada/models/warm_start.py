@@ -4,15 +4,17 @@ RL on verifiable rewards needs some correct samples to learn from (a prompt whos
 signal). The tiny model starts random, so ``reinforce-ada train`` first fits it with teacher forcing on
 ``prompt -> answer<eos>`` pairs of the task's train split, checking held-out *sampled* accuracy every
 ``eval_every`` steps, and stops as soon as it reaches ``target_accuracy`` (the demo uses ~25%: clearly better than
-chance, far from solved, so RL has room to show). The result is cached by its settings, so later runs start at once.
+chance, far from solved, so RL has room to show). The result is cached by its settings and the model's
+shape, so later runs start at once.
 
 Shipped start models. A warm start is not bit-for-bit the same on every machine (different CPUs and BLAS builds
 round differently, and a few hundred steps of SGD amplify that), so for the built-in tasks' default settings the
 package ships the warm-started weights (``reinforce_ada/models/start_models/<task>/``: ``model.safetensors``,
-``config.json`` and ``warm_start.json`` with the settings and how they were made, ~0.4 MB each). A run whose
-:class:`WarmStartSettings` match a shipped model's (same :meth:`WarmStartSettings.key`) loads it -- the same weights
-on every machine; other settings use the cache as before. Regenerate them (on any machine; the result will differ in
-the last bits from the shipped ones and in its start accuracy by a few points) with::
+``config.json``, the char tokenizer's files (so a vLLM engine can be built on the folder) and ``warm_start.json`` with
+the settings and how they were made, ~0.4 MB each). A run whose :class:`WarmStartSettings` match a shipped model's
+(same :meth:`WarmStartSettings.key`) loads it -- the same weights on every machine; other settings use the cache as
+before. Regenerate them (on any machine; the result will differ in the last bits from the shipped ones and in its
+start accuracy by a few points) with::
 
     python -m reinforce_ada.models.warm_start --task arithmetic --out reinforce_ada/models/start_models/arithmetic
     python -m reinforce_ada.models.warm_start --task arithmetic-mixed \
@@ -29,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from reinforce_ada.models.tiny import (TINY_SHAPE, TINY_VOCAB, build_char_tokenizer, build_tiny_model,
+                                       save_char_tokenizer)
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -56,7 +60,10 @@ class WarmStartSettings:
                    max_steps=config.sft_max_steps, seed=config.sft_seed, max_new_tokens=config.max_new_tokens)
 
     def key(self) -> str:
-        payload = json.dumps({"version": WARM_START_VERSION, **asdict(self)}, sort_keys=True)
+        """A short hash of everything that decides the warm-started weights: these settings, the warm-start code's
+        version and the built-in model (shape and vocabulary), so a cache made for another model is never loaded."""
+        model = {"shape": TINY_SHAPE, "vocab": TINY_VOCAB}
+        payload = json.dumps({"version": WARM_START_VERSION, "model": model, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -135,8 +142,6 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
 
     from transformers import AutoModelForCausalLM
 
-    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-
     tokenizer = build_char_tokenizer()
     shipped = shipped_start_model(settings)
     if shipped is not None:
@@ -158,7 +163,7 @@ def load_or_warm_start_tiny(settings: WarmStartSettings, train: Sequence[Prompt]
     tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".tmp-"))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)  # a complete checkpoint folder, e.g. for a vLLM engine
+        save_char_tokenizer(tokenizer, tmp)  # a complete checkpoint folder, e.g. for a vLLM engine
         (tmp / "warm_start.json").write_text(json.dumps({**info, "settings": asdict(settings)}, indent=2))
         if folder.exists():
             shutil.rmtree(folder)
@@ -181,7 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.data import get_task, list_tasks
-    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--task", required=True, help=f"a built-in task: {', '.join(list_tasks())}")
@@ -205,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out.exists():
         shutil.rmtree(out)
     model.save_pretrained(out, safe_serialization=True)
+    save_char_tokenizer(tokenizer, out)  # a complete checkpoint folder: a vLLM engine can be built on it
     (out / "warm_start.json").write_text(json.dumps({
         **info, "settings": asdict(settings),
         "made_with": f"python -m reinforce_ada.models.warm_start --task {args.task} --out {args.out}",

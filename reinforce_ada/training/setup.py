@@ -15,7 +15,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import verifier_options
 from reinforce_ada.errors import NoDeviceError
 from reinforce_ada.types import Prompt
 
@@ -50,23 +49,15 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
     from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.verifiers import get_verifier
+    from reinforce_ada.training.run_data import held_out_prompts, prompt_keys, run_verifier
 
-    keys = dict(prompt_key=cfg.prompt_key, answer_key=cfg.answer_key, template=cfg.template,
-                system_prompt=cfg.system_prompt)
     task = None
     if cfg.data is not None:
-        train = load_prompts(cfg.data, **keys)
-        held_out = load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data else []
-        verifier_name = cfg.verifier or "math"
+        train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
         task = get_task(cfg.task, **cfg.task_options())
         train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
-        held_out = (load_prompts(cfg.eval_data, **keys, limit=cfg.eval_prompts or None) if cfg.eval_data
-                    else task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test") if cfg.eval_prompts
-                    else [])
-        verifier_name = cfg.verifier or task.verifier_name
-    return train, held_out, get_verifier(verifier_name, **verifier_options(verifier_name, cfg)), task
+    return train, held_out_prompts(cfg, task), run_verifier(cfg, task), task
 
 
 def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> tuple[Any, Any, dict[str, Any]]:
@@ -92,8 +83,10 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
         return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
                                        cache_dir())
     from reinforce_ada.models.loading import load_pretrained
+    from reinforce_ada.training.run_source import locate_model
 
-    model, tokenizer = load_pretrained(cfg.model, cfg.dtype)
+    source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
+    model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)
     return model, tokenizer, {}
 
 

@@ -93,7 +93,8 @@ def test_overdraw_beyond_the_training_set_fails_before_the_model_loads(tmp_path)
     setup["train_prompts"] = addition_prompts(5, 1)
     setup["model"] = None  # would be loaded from config.model, an empty folder -- must not get that far
     empty = tmp_path / "not-a-model"
-    empty.mkdir()  # passes the preflight check (the path exists); loading it would fail
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")  # passes the preflight check (a model folder); loading it would fail
     with pytest.raises(ConfigError, match=r"^budget_overdraw=2 takes 6 candidate prompts per step \(batch_size=3\), "
                                           r"but the training set has only 5$"):
         Trainer(overdraw_config(tmp_path / "run", model=str(empty)), **setup)

@@ -1,8 +1,8 @@
 """The README's main job, end to end: ``reinforce-ada train`` with no arguments must learn.
 
-Runs the real default (tiny model warm-started from scratch into a fresh cache, then 100 steps of Ada-balanced RL)
-and checks what the README promises: held-out sampled accuracy goes up, and the run folder holds what it should.
-About 30 s on 2 free cores.
+Runs the real default (the tiny model from the shipped ``arithmetic`` start model, a fresh cache, then 100 steps of
+Ada-balanced RL) and checks what the README promises: held-out sampled accuracy goes up, and the run folder holds
+what it should. About 20 s of RL on 2 free cores (seed 0 measured 24.4% -> 50.5%, docs/training.md).
 """
 
 import json

@@ -19,6 +19,37 @@ def test_default_settings_find_the_shipped_model(task):
     assert (folder / "model.safetensors").stat().st_size < 1_000_000
 
 
+@pytest.mark.parametrize("task", ["arithmetic", "arithmetic-mixed"])
+def test_the_shipped_models_have_the_built_in_shape_and_tokenizer(task):
+    """Shipped weights must be the shape ``build_tiny_model`` builds (a shape change means regenerating them), with a
+    head size vLLM's CPU attention serves (>= 32), and carry the char tokenizer so an engine can load the folder
+    (on transformers 4.56.2 too: not under transformers 5's class name ``TokenizersBackend``)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from reinforce_ada.models.tiny import TINY_VOCAB, build_tiny_model
+
+    folder = SHIPPED_START_MODELS / task
+    shipped, built = AutoConfig.from_pretrained(folder), build_tiny_model().config
+    fields = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "max_position_embeddings", "vocab_size", "tie_word_embeddings"]
+    assert {f: getattr(shipped, f) for f in fields} == {f: getattr(built, f) for f in fields}
+    assert shipped.hidden_size // shipped.num_attention_heads >= 32
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.convert_ids_to_tokens(list(range(len(TINY_VOCAB)))) == TINY_VOCAB
+    assert (tokenizer.pad_token_id, tokenizer.eos_token_id) == (0, 1)
+    assert tokenizer("85+63=", add_special_tokens=False).input_ids == [TINY_VOCAB.index(c) for c in "85+63="]
+
+
+def test_the_cache_key_covers_the_model_shape(monkeypatch):
+    """A cache warm-started for another shape (e.g. the old 4 heads of 16) must not be loaded for this one."""
+    from reinforce_ada.models import tiny
+
+    settings = WarmStartSettings.from_config(TrainConfig())
+    key = settings.key()
+    monkeypatch.setitem(tiny.TINY_SHAPE, "num_heads", 4)
+    assert settings.key() != key
+
+
 def test_other_settings_do_not_use_a_shipped_model():
     assert shipped_start_model(WarmStartSettings.from_config(TrainConfig(sft_target_accuracy=0.3))) is None
     assert shipped_start_model(WarmStartSettings.from_config(TrainConfig(task_digits=3))) is None
