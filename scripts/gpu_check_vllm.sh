@@ -7,10 +7,15 @@
 #        - VLLMGenerator samples 2 prompts x 4 completions; counts, EOS kept at the end of "stop" completions,
 #          one log-prob per token;
 #        - vLLM's log-probs against an HF forward pass of the same prompt + completion (same weights, bf16);
-#        - load_weights(): the HF model's final norm is halved and pushed into the engine; vLLM's log-probs must
-#          then match an HF forward pass of the changed model (stale engine weights would not);
+#        - load_weights() by the GPU's path (weight_sync "direct", as TRL's colocate mode): the HF model's final norm
+#          is halved and pushed into the engine; vLLM's log-probs must then match an HF forward pass of the changed
+#          model (stale engine weights would not);
+#        - load_weights() by vLLM's layer-wise reload (weight_sync "reload", the CPU's path; tied layers re-packed):
+#          the embedding (tied to the head in Qwen2.5-0.5B) is scaled and pushed; the same comparison;
 #        - sleep mode: sleep() frees the engine, generate() wakes it and re-pushes the weights.
-#   2. a 2-step Ada-balanced training run with the standalone trainer and vLLM generation (weights synced each step).
+#   2. a 2-step Ada-balanced training run with the standalone trainer and vLLM generation (weights synced each step),
+#      bf16 engine and trainer: the rollout/trainer mismatch (mismatch/*) is printed for each step -- the bf16 noise
+#      that max_rollout_mismatch's bf16 default (0.05) must stay above; a StaleEngineError here means it does not.
 #
 # Usage: MODEL=/models/Qwen2.5-0.5B-Instruct bash scripts/gpu_check_vllm.sh
 #        (prints "GPU CHECK ... OK" lines; exits non-zero on a failure or when vLLM is not installed)
@@ -90,7 +95,16 @@ num = gen.load_weights(model)
 print(f"pushed {num} tensors")
 _, mean_diff_new = sample_and_compare("after load_weights")
 assert mean_diff_new < 0.1, f"after load_weights, vLLM does not follow the new HF weights ({mean_diff_new:.3f})"
-print("GPU CHECK vllm load_weights: OK")
+print("GPU CHECK vllm load_weights (direct): OK")
+
+gen.weight_sync = "reload"  # vLLM's layer-wise reload, the CPU's path (the tied head re-packed after it)
+with torch.no_grad():
+    model.get_input_embeddings().weight.mul_(1.5)  # tied to lm_head in Qwen2.5-0.5B
+gen.load_weights(model)
+_, mean_diff_reload = sample_and_compare("after load_weights by reload")
+assert mean_diff_reload < 0.1, f"after the reload, vLLM does not follow the new HF weights ({mean_diff_reload:.3f})"
+gen.weight_sync = "direct"
+print("GPU CHECK vllm load_weights (reload): OK")
 
 gen.sleep()
 free_asleep = torch.cuda.mem_get_info()[0]
@@ -113,5 +127,8 @@ summary = json.load(open("/tmp/reinforce-ada-gpu-check/summary.json"))
 steps = [json.loads(line) for line in open("/tmp/reinforce-ada-gpu-check/metrics.jsonl") if "train/loss" in line]
 assert summary["steps"] == 2 and len(steps) == 2, summary
 print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "total_samples", "wall_seconds")})
+for r in steps:  # bf16 engine vs bf16 trainer: the noise floor of the stale-engine check
+    print({k: r[k] for k in ("step", "mismatch/logprob_diff_mean", "mismatch/logprob_diff_max", "mismatch/k3_kl",
+                             "mismatch/is_weight_mean", "mismatch/is_capped_fraction")})
 print("GPU CHECK 2-step training with vLLM: OK")
 PY

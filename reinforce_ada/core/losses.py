@@ -7,9 +7,11 @@ For each response token t with ratio ``rho_t = exp(logp_t - old_logp_t)`` and (s
     pg_loss           = max(pg_loss_unclipped, pg_loss_clipped)                        # PPO (Schulman et al., 2017)
     if A < 0: pg_loss = min(pg_loss, -A * clip_ratio_c)                                # dual-clip (Ye et al., 2020)
 
-The token losses are aggregated by ``loss_agg_mode`` (see :data:`AGGREGATIONS`). Optionally
-``- entropy_coef * agg(entropy)`` and ``+ kl_coef * agg(k3)`` with the k3 estimator of KL(pi || pi_ref),
-``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman, "Approximating KL divergence", 2020).
+Optional weights multiply ``pg_loss`` before aggregation: ``sample_weights`` per sequence (budget mode's pool
+importance weights) and ``token_weights`` per token (truncated importance sampling of the rollout/trainer mismatch,
+:mod:`reinforce_ada.core.rollout_correction`). The token losses are aggregated by ``loss_agg_mode`` (see
+:data:`AGGREGATIONS`). Optionally ``- entropy_coef * agg(entropy)`` and ``+ kl_coef * agg(k3)`` with the k3 estimator
+of KL(pi || pi_ref), ``k3 = exp(ref - logp) - (ref - logp) - 1`` (Schulman, "Approximating KL divergence", 2020).
 Returns ``(loss, metrics)``; metrics are Python floats.
 """
 
@@ -67,6 +69,7 @@ def ppo_clip_loss(
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     sample_weights: torch.Tensor | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-clip loss over response tokens.
 
@@ -79,6 +82,8 @@ def ppo_clip_loss(
         entropy: ``(B, T)`` token entropies, needed when ``entropy_coef != 0``.
         ref_logprobs: ``(B, T)`` reference-policy log-probabilities, needed when ``kl_coef != 0``.
         sample_weights: ``(B,)`` optional per-sequence weights (e.g. :func:`pool_importance_weights`).
+        token_weights: ``(B, T)`` optional per-token weights (e.g. :func:`~reinforce_ada.core.rollout_correction.
+            truncated_is_weights`), treated as constants.
     """
     if clip_ratio_c is not None and clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual-clip (got {clip_ratio_c})")
@@ -105,6 +110,8 @@ def ppo_clip_loss(
         pg_loss = torch.where(negative, torch.minimum(pg_loss, pg_loss_dual), pg_loss)
     if sample_weights is not None:
         pg_loss = pg_loss * sample_weights.to(logprobs.dtype).unsqueeze(-1)
+    if token_weights is not None:
+        pg_loss = pg_loss * token_weights.detach().to(logprobs.dtype)
 
     loss = aggregate(pg_loss, mask, loss_agg_mode)
     metrics = {

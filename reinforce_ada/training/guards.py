@@ -9,6 +9,9 @@
 - **The update.** :func:`check_finite` is called on the advantages, every micro-batch loss and the gradient norm, so
   non-finite numbers (e.g. a reward of 1e300 overflows float32 advantages) never reach ``optimizer.step`` or a
   checkpoint.
+- **The engine's weights.** :func:`check_rollout_mismatch` stops the run with :class:`StaleEngineError` when the
+  generator's log-probabilities of the sampled tokens differ from the trainer's by far more than the dtype's noise:
+  the engine is sampling from other weights than the ones being trained (a weight sync that did not take).
 - **Prompt lengths.** :func:`check_prompt_lengths` encodes every prompt once before training and names the first row
   whose prompt plus ``max_new_tokens`` does not fit the model's context.
 """
@@ -24,6 +27,11 @@ from reinforce_ada.verifiers.registry import verifier_stats
 
 class RunStopped(RuntimeError):
     """The run cannot learn (or would write untrue numbers) and stopped; the message names the step and the cause."""
+
+
+class StaleEngineError(RunStopped):
+    """The generation engine samples from other weights than the trainer's (its log-probs of the sampled tokens
+    disagree with the trainer's far beyond numerical noise)."""
 
 
 _SIGNATURE_HINT = ("if the reward function expects the answer under another keyword, pass --verifier-answer-kwarg "
@@ -162,6 +170,21 @@ def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
     raise RunStopped(f"step {step}: non-finite values in {what} ({int((~finite).sum())} of {finite.numel()})"
                      f"{'; ' + hint if hint else ''}. Stopping before optimizer.step: the weights are unchanged and "
                      f"no checkpoint was written from this step.")
+
+
+def check_rollout_mismatch(step: int, stats: dict[str, float], limit: float, top_p: float) -> None:
+    """Stop the run when the step's mean ``|old_logp - rollout_logp|`` (``stats`` from
+    :func:`~reinforce_ada.core.rollout_correction.mismatch_metrics`) exceeds ``limit`` (0: never); only with
+    ``top_p == 1``, where the engine's log-probs are of the same distribution as the trainer's."""
+    mean = stats["logprob_diff_mean"]
+    if not limit or top_p < 1 or not stats["num_tokens"] or not mean > limit:
+        return
+    raise StaleEngineError(
+        f"step {step}: the generator's log-probabilities of the {stats['num_tokens']} sampled tokens differ from the "
+        f"trainer's by {mean:.3g} on average (max {stats['logprob_diff_max']:.3g}), above max_rollout_mismatch="
+        f"{limit:g}: the engine is sampling from other weights than the trainer's (a weight sync that did not take), "
+        f"so this step would train off-policy. Stopping before optimizer.step: the weights are unchanged and no "
+        f"checkpoint was written from this step.")
 
 
 def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], held_out: Sequence[Any],

@@ -5,7 +5,9 @@ Each step:
      ``ada-budget`` with ``budget_overdraw``: that many times more candidates, of which the budget trains on
      ``batch_size``);
   2. sample them with the core sampler (rounds, exits, selection, whole-pool advantages);
-  3. rebuild ``prompt + completion`` token sequences and compute the old policy's log-probabilities;
+  3. rebuild ``prompt + completion`` token sequences and compute the old policy's log-probabilities; when the
+     generator returned its own log-probabilities of the sampled tokens, log the rollout/trainer mismatch
+     (``mismatch/*``), stop on a stale engine and, with ``rollout_correction``, apply truncated importance sampling;
   4. ``ppo_epochs`` passes of mini-batches of :func:`reinforce_ada.core.losses.ppo_clip_loss`, AdamW with
      warm-up and gradient clipping (:mod:`reinforce_ada.training.update`).
 The step's metrics go to ``metrics.jsonl`` (and tensorboard / wandb when asked; :mod:`.metrics`); checkpoints hold
@@ -57,7 +59,8 @@ class Trainer:
         check_report_to(cfg.report_to)
         self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
         builds_data = train_prompts is None or verifier is None or eval_prompts is None
-        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data)  # before any folder
+        check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data,
+                           generator=generator is None)  # before any folder
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
@@ -227,7 +230,8 @@ class Trainer:
         self.totals["wall_seconds"] += elapsed
         metrics: dict[str, Any] = {"step": self.step}
         metrics.update({f"sampling/{k}": v for k, v in batch.metrics.items()})
-        metrics.update({f"train/{k}": v for k, v in update_metrics.items()})
+        # the update's metrics are train/*, except those named with their own room (mismatch/*)
+        metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in update_metrics.items()})
         metrics.update({
             "total_samples": self.totals["samples"],
             "total_tokens": self.totals["tokens"],
@@ -266,6 +270,12 @@ class Trainer:
         check_verifier_failures(f"held-out evaluation at step {self.step}", counts.num_verifier_failures,
                                 counts.num_samples, self.config.max_verifier_failure_rate, self.verifier)
         return counts.accuracy
+
+    def close(self) -> None:
+        """Release the generator (a vLLM engine and the checkpoint folder it was built from); the trainer cannot
+        sample afterwards."""
+        if callable(getattr(self.generator, "close", None)):
+            self.generator.close()
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:

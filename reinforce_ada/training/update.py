@@ -1,13 +1,18 @@
 """The policy update: from a sampled batch to optimizer steps.
 
 1. :func:`sequences` rebuilds right-padded ``prompt + completion`` token tensors, with a mask over completion
-   tokens and the batch's advantages (and importance weights, in budget mode);
+   tokens, the batch's advantages (and importance weights, in budget mode) and the generator's log-probabilities of
+   the completion tokens (NaN where it gave none);
 2. :func:`token_logprobs` gives each token's log-probability under a model at the sampling temperature (and
    optionally the entropies of the same distributions);
 3. :func:`ppo_update` runs ``ppo_epochs`` passes of mini-batches of
    :func:`reinforce_ada.core.losses.ppo_clip_loss`, accumulated over micro-batches, with gradient clipping, AdamW and
    the learning-rate schedule. With one epoch and one mini-batch the old log-probabilities are the current ones
-   (detached), so no extra forward pass is spent on them.
+   (detached), so no extra forward pass is spent on them. When the generator returned log-probabilities of the
+   sampled tokens, the rollout/trainer mismatch is measured on the old log-probabilities and checked
+   (:func:`~reinforce_ada.training.guards.check_rollout_mismatch`) before the first optimizer step, and with
+   ``rollout_correction`` each token's loss is weighted by the truncated importance ratio
+   (:mod:`reinforce_ada.core.rollout_correction`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import check_finite
+from reinforce_ada.training.guards import check_finite, check_rollout_mismatch
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 
@@ -38,10 +43,17 @@ def sequences(batch: SampledBatch, pad_token_id: int | None,
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention[row, : len(ids)] = 1
         response_mask[row, len(prompt_ids): len(ids)] = 1.0
+    rollout = torch.full((len(keep), length), float("nan"), dtype=torch.float32)
+    for row, i in enumerate(keep):
+        prompt_ids, completion = rows[i]
+        if completion.logprobs is not None and len(completion.logprobs) == len(completion.token_ids):
+            rollout[row, len(prompt_ids): len(prompt_ids) + len(completion.token_ids)] = torch.tensor(
+                completion.logprobs, dtype=torch.float32)
     advantages = torch.tensor(batch.advantages[keep], dtype=torch.float32)
     weights = torch.tensor(batch.weights[keep], dtype=torch.float32) if batch.weights is not None else None
+    has_rollout = bool((~torch.isnan(rollout) & (response_mask > 0)).any())
     return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask,
-            "advantages": advantages, "weights": weights}
+            "advantages": advantages, "weights": weights, "rollout_logprobs": rollout if has_rollout else None}
 
 
 def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False):
@@ -87,14 +99,19 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
     import torch
 
     from reinforce_ada.core.losses import ppo_clip_loss
+    from reinforce_ada.core.rollout_correction import truncated_is_weights
 
     num = seq["input_ids"].shape[0]
     mini = cfg.mini_batch_size or num
     single_pass = cfg.ppo_epochs == 1 and mini >= num
+    rollout = seq.get("rollout_logprobs")  # (B, L), NaN where the generator gave none; None: it gave none at all
     to = lambda t: t.to(device) if t is not None else None  # noqa: E731
     old_logprobs = ref_logprobs = None
+    sums: dict[str, float] = {}
     if not single_pass:
         old_logprobs = no_grad_logprobs(model, seq, cfg, device)
+    # single pass: the old log-probs are the first forward's, gathered for the mismatch before the optimizer step
+    gathered = torch.zeros_like(rollout) if rollout is not None and old_logprobs is None else None
     if cfg.kl_coef > 0:
         if ref_model is not None:
             ref_logprobs = no_grad_logprobs(ref_model, seq, cfg, device)
@@ -102,7 +119,6 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
             with model.disable_adapter():
                 ref_logprobs = no_grad_logprobs(model, seq, cfg, device)
     generator = torch.Generator().manual_seed(cfg.seed * 7919 + step)
-    sums: dict[str, float] = {}
     count = 0
     model.train()
     for _ in range(cfg.ppo_epochs):
@@ -118,6 +134,12 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                 logprobs, entropy = token_logprobs(model, input_ids, attention, cfg.temperature,
                                                    with_entropy=cfg.entropy_coef > 0)
                 old = logprobs.detach() if old_logprobs is None else to(old_logprobs[micro])
+                token_weights = None
+                if rollout is not None:
+                    if gathered is not None:
+                        gathered[micro] = old.float().cpu()
+                    if cfg.rollout_correction:
+                        token_weights = truncated_is_weights(old, to(rollout[micro]), mask, cfg.rollout_correction_cap)
                 loss, metrics = ppo_clip_loss(
                     logprobs, old, to(seq["advantages"][micro]), mask,
                     clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
@@ -125,7 +147,8 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                     entropy_coef=cfg.entropy_coef,
                     ref_logprobs=to(ref_logprobs[micro]) if ref_logprobs is not None else None,
                     kl_coef=cfg.kl_coef,
-                    sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None)
+                    sample_weights=to(seq["weights"][micro]) if seq["weights"] is not None else None,
+                    token_weights=token_weights)
                 # Weight each micro-batch so the accumulated loss equals the mini-batch's aggregate.
                 if cfg.loss_agg_mode == "token-mean":
                     share = float(mask.sum() / mask_total)
@@ -140,8 +163,29 @@ def ppo_update(model: Any, ref_model: Any, optimizer: Any, scheduler: Any, seq: 
                                                        float("inf"))
             check_finite(step + 1, "the gradient norm", grad_norm)
             sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+            if rollout is not None and count == 0:  # measured and checked before the first optimizer step
+                sums.update(rollout_mismatch(old_logprobs if gathered is None else gathered, rollout,
+                                             seq["response_mask"], cfg, step))
             optimizer.step()
             scheduler.step()
             totals["optimizer_steps"] += 1
             count += 1
-    return {key: value / count for key, value in sums.items()}
+    return {key: value if key.startswith("mismatch/") else value / count for key, value in sums.items()}
+
+
+def rollout_mismatch(old_logprobs: Any, rollout_logprobs: Any, mask: Any, cfg: TrainConfig,
+                     step: int) -> dict[str, float]:
+    """The step's ``mismatch/*`` metrics, checked against ``cfg.max_rollout_mismatch``; with
+    ``cfg.rollout_correction`` also the truncated importance weights' mean and capped share."""
+    from reinforce_ada.core.rollout_correction import mismatch_metrics, truncated_is_weights
+
+    stats = mismatch_metrics(old_logprobs, rollout_logprobs, mask)
+    check_rollout_mismatch(step + 1, stats, cfg.max_rollout_mismatch, cfg.top_p)
+    metrics = {f"mismatch/{key}": float(value) for key, value in stats.items()}
+    if cfg.rollout_correction:
+        response = mask > 0
+        weights = truncated_is_weights(old_logprobs, rollout_logprobs, mask, cfg.rollout_correction_cap)[response]
+        metrics["mismatch/is_weight_mean"] = float(weights.mean()) if response.any() else float("nan")
+        metrics["mismatch/is_capped_fraction"] = (float((weights >= cfg.rollout_correction_cap).float().mean())
+                                                  if response.any() else float("nan"))
+    return metrics

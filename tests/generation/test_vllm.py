@@ -66,11 +66,24 @@ class FakeLLM:
         self.events.append("wake_up:" + ",".join(tags or []))
 
 
+class FakePlatform:
+    def __init__(self, cpu=False):
+        self.cpu = cpu
+        self.device_name = "cpu" if cpu else "cuda"
+
+    def is_cpu(self):
+        return self.cpu
+
+    def is_sleep_mode_available(self):
+        return not self.cpu
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
     module = types.ModuleType("vllm")
     module.LLM = FakeLLM
     module.SamplingParams = FakeSamplingParams
+    module.platforms = SimpleNamespace(current_platform=FakePlatform())
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     FakeLLM.instances.clear()
@@ -221,7 +234,7 @@ def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
 
 
 def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, tokenizer):
-    from reinforce_ada.generation.vllm import _load_weights_on_worker
+    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
 
     model = build_tiny_model()
     model.name_or_path = "ckpt"
@@ -234,4 +247,91 @@ def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, to
     assert all(t.device.type == "cpu" for _, t in llm.engine_model.loaded)
     assert [n for n, _ in llm.engine_model.loaded] == [n for n, _ in model.named_parameters()]
     assert llm.events[-1] == "reset_prefix_cache"
-    assert _load_weights_on_worker(worker, [("x", torch.zeros(1))]) == 1
+    assert load_weights_on_worker(worker, [("x", torch.zeros(1))], "direct") == 1
+
+
+@pytest.fixture
+def cpu_platform(fake_vllm):
+    fake_vllm.platforms = SimpleNamespace(current_platform=FakePlatform(cpu=True))
+    return fake_vllm
+
+
+def test_on_the_cpu_platform_the_defaults_suit_it_and_an_in_memory_model_is_written_out(cpu_platform, tokenizer,
+                                                                                          caplog):
+    import os
+
+    model = build_tiny_model(num_heads=2)  # built in memory: no checkpoint folder of its own
+    with caplog.at_level("WARNING", logger="reinforce_ada.generation.vllm"):
+        gen = VLLMGenerator(model, tokenizer, enable_sleep_mode=True)
+    kwargs = FakeLLM.instances[-1].kwargs
+    assert (gen.weight_sync, gen.enable_sleep_mode, kwargs["enable_sleep_mode"]) == ("reload", False, False)
+    assert "has no sleep mode" in caplog.text
+    assert kwargs["gpu_memory_utilization"] == 0.1 and kwargs["max_model_len"] == model.config.max_position_embeddings
+    folder = kwargs["model"]
+    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(os.listdir(folder))
+    gen.close()
+    assert not os.path.exists(folder)
+    cpu_platform.platforms.current_platform = FakePlatform(cpu=False)
+    gpu = VLLMGenerator("ckpt", tokenizer)  # a GPU platform: direct sync, the GPU share
+    assert gpu.weight_sync == "direct" and FakeLLM.instances[-1].kwargs["gpu_memory_utilization"] == 0.4
+
+
+def test_the_reload_path_uses_vllms_reload_then_reprocesses_tied_layers(cpu_platform, tokenizer):
+    from reinforce_ada.generation.vllm_weights import reprocess_tied_layers
+
+    processed = []
+
+    class Method:
+        def process_weights_after_loading(self, layer):
+            processed.append(layer)
+
+    class Engine(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(4, 2)
+            self.head = torch.nn.Linear(2, 4, bias=False)
+            self.head.weight = self.embed.weight  # tied
+            self.other = torch.nn.Linear(2, 2)
+            for module in (self.embed, self.head, self.other):
+                module.quant_method = Method()
+
+    engine = Engine()
+    assert reprocess_tied_layers(engine) == ["head"] and processed == [engine.head]
+    model = build_tiny_model()
+    model.name_or_path = "ckpt"
+    gen = VLLMGenerator(model, tokenizer)
+    reloaded = []
+    runner = SimpleNamespace(get_model=lambda: engine,
+                             reload_weights=lambda weights_iterator, is_checkpoint_format: reloaded.append(
+                                 (list(weights_iterator), is_checkpoint_format)))
+    FakeLLM.instances[-1].llm_engine.model_executor.driver_worker.model_runner = runner
+    processed.clear()
+    assert gen.load_weights(model) == len(list(model.named_parameters()))
+    ((pairs, checkpoint_format),) = reloaded
+    assert checkpoint_format is True and [n for n, _ in pairs] == [n for n, _ in model.named_parameters()]
+    assert processed == [engine.head]  # after the reload, the tied head is re-made from the shared weight
+    assert FakeLLM.instances[-1].events[-1] == "reset_prefix_cache"
+
+
+def test_a_lora_model_is_written_merged_for_the_engine(tokenizer):
+    import shutil
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from reinforce_ada.generation.vllm_weights import servable_checkpoint
+
+    model = get_peft_model(build_tiny_model(num_heads=2), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.fill_(0.1)
+    path, folder = servable_checkpoint(model, tokenizer)
+    try:
+        loaded = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
+        ids = torch.tensor([[5, 6, 7, 8]])
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(ids).logits, model(input_ids=ids).logits)  # the merged policy
+    finally:
+        folder.cleanup()
+        shutil.rmtree(path, ignore_errors=True)

@@ -64,7 +64,8 @@ class RecordingTrainer(AdaGRPOTrainer):
         if model.training:
             self.loss_inputs.append({k: inputs[k].detach().cpu().clone() for k in
                                      ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
-                                      "sampling_per_token_logps") if k in inputs})
+                                      "sampling_per_token_logps", "old_per_token_logps", "importance_sampling_ratio")
+                                     if k in inputs})
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
@@ -370,7 +371,8 @@ def test_vllm_colocate_mode_generates_every_round_through_trl(tmp_path, monkeypa
     monkeypatch.setattr(vllm_generation.VLLMGeneration, "_init_vllm", fake_init_vllm)
     monkeypatch.setattr(vllm_generation, "SamplingParams", lambda **kwargs: kwargs, raising=False)
     dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="]})
-    args = base_args(tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=1, max_completion_length=6)
+    args = base_args(tmp_path, use_vllm=True, vllm_mode="colocate", max_steps=1, max_completion_length=6,
+                     vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=2.0)
     trainer = RecordingTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=args,
                                train_dataset=dataset, processing_class=tokenizer)
     trainer.train()
@@ -383,6 +385,14 @@ def test_vllm_colocate_mode_generates_every_round_through_trl(tmp_path, monkeypa
     inputs = trainer.loss_inputs[0]
     mask = inputs["completion_mask"].bool()
     assert torch.all(inputs["sampling_per_token_logps"][mask] == -0.5)
+    # TRL's own correction runs on them (the rollout log-probs of every round's kept completions): per token
+    # min(exp(old - rollout), C), and its mismatch metric is |old - rollout|.
+    old = inputs["old_per_token_logps"]
+    expected = torch.clamp(torch.exp(old + 0.5), max=2.0)
+    torch.testing.assert_close(inputs["importance_sampling_ratio"][mask], expected[mask])
+    logged = [log["sampling/sampling_logp_difference/mean"] for log in trainer.state.log_history
+              if "sampling/sampling_logp_difference/mean" in log]
+    assert logged == [pytest.approx(float((old + 0.5).abs()[mask].mean()), rel=1e-5)]
     # ... and the trained advantages are still ours (TRL shuffles rows, so compare as multisets).
     assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(trainer.trained_advantages[0]), abs=1e-6)
 

