@@ -56,11 +56,14 @@ def prompts(num: int = 16) -> list[Prompt]:
     return get_task("arithmetic").prompts(num, seed=0, split="test")
 
 
-def check_batch(batch, engine) -> None:
+def check_batch(batch, engine, streaming: bool) -> None:
     assert batch.generation_error is None
     assert sorted(batch.pools) == sorted(p.prompt_id for p in prompts())
     drawn = sum(p.num_drawn for p in batch.pools.values())
-    assert drawn == engine.num_completions > 0
+    if streaming:  # a request can come back while its prompt exits: received, then discarded (not drawn)
+        assert 0 < drawn <= engine.num_completions
+    else:
+        assert drawn == engine.num_completions > 0
     assert engine.num_requests < drawn  # samples shared requests (n > 1)
     kept = [c for p in batch.pools.values() for c in p.completions]
     assert all(c.token_ids and c.logprobs and len(c.logprobs) == len(c.token_ids) for c in kept)
@@ -70,12 +73,12 @@ def check_batch(batch, engine) -> None:
 def test_round_and_streaming_samplers_on_the_server(server):
     verifier = get_task("arithmetic").verifier()
     round_engine = client(server)
-    check_batch(AdaptiveSampler(round_engine, verifier, SamplerConfig()).sample(prompts()), round_engine)
+    check_batch(AdaptiveSampler(round_engine, verifier, SamplerConfig()).sample(prompts()), round_engine, False)
     streaming_engine = client(server)
     sampler = StreamingSampler(streaming_engine, verifier, SamplerConfig())
     for _ in range(2):  # a second step on a fresh event loop (the client opens a new connection pool)
         streaming_engine.num_requests = streaming_engine.num_completions = 0
-        check_batch(sampler.sample(prompts()), streaming_engine)
+        check_batch(sampler.sample(prompts()), streaming_engine, True)
 
 
 def test_token_ids_and_logprobs_equal_the_hf_models(server):
