@@ -99,8 +99,11 @@ def test_a_shared_request_is_cancelled_only_when_all_its_samples_are():
         still_open = client.num_cancelled_requests == 0 and not calls[2].done()
         calls[2].cancel()
         await asyncio.gather(calls[2], return_exceptions=True)
+        for _ in range(20):  # a few loop turns for the request's cancellation to run (not aclose's)
+            await asyncio.sleep(0)
+        cancelled = client.num_cancelled_requests
         await client.aclose()
-        return still_open
+        return still_open and cancelled == 1
 
     with FakeOpenAIServer(lambda i, rid, a: "hold") as server:
         client = OpenAICompletionsEngine(server.url, "m", max_tokens=8)
