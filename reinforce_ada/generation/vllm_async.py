@@ -71,6 +71,33 @@ def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
     return bool(getattr(engine, "errored", False))
 
 
+def _serialize(weights: list[tuple[str, Any]]) -> str:
+    """``weights`` as one ``torch.save`` blob in base64: vLLM forwards collective_rpc arguments from its engine-core
+    process to the workers by pickle, and the tensors it decoded there are not picklable ("cannot pickle memoryview
+    objects", vLLM 0.32); a string is. A copy of every weight per sync: fine for small models, slow for large ones."""
+    import base64
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _load_serialized_on_worker(worker: Any, blob: str, path: str) -> int:
+    """Run inside a vLLM worker (``collective_rpc``): decode :func:`_serialize`'s blob and load it by ``path``."""
+    import base64
+    import io
+
+    import torch
+
+    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
+
+    weights = torch.load(io.BytesIO(base64.b64decode(blob)), weights_only=True)
+    return load_weights_on_worker(worker, weights, path)
+
+
 class EngineLoop:
     """A long-lived asyncio event loop in a daemon thread: :meth:`run` runs a coroutine there and waits for it."""
 
@@ -231,12 +258,13 @@ class VLLMAsyncEngine:
     def load_weights(self, model: Any) -> int:
         """Push ``model``'s parameters into the engine (engine-core process, by :attr:`weight_sync`) and reset the
         prefix cache; return how many were pushed."""
-        from reinforce_ada.generation.vllm_weights import load_weights_on_worker, named_weights
+        from reinforce_ada.generation.vllm_weights import named_weights
 
         weights = [(name, tensor.detach().cpu()) for name, tensor in named_weights(model)]
+        blob = _serialize(weights)
 
         async def push() -> None:
-            await self.engine.collective_rpc(load_weights_on_worker, args=(weights, self.weight_sync))
+            await self.engine.collective_rpc(_load_serialized_on_worker, args=(blob, self.weight_sync))
             await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 
         self.run(push())
