@@ -274,7 +274,14 @@ class VLLMAsyncEngine:
         """Shut the engine down, stop its loop (when this wrapper owns it) and remove its folder; idempotent."""
         engine = self.__dict__.pop("engine", None)
         if engine is not None and callable(getattr(engine, "shutdown", None)):
-            engine.shutdown()
+            if self.loop.closed:
+                engine.shutdown()
+            else:  # in its loop, so its output handler is cancelled before the engine core goes
+
+                async def shutdown() -> None:
+                    engine.shutdown()
+
+                self.loop.run(shutdown())
         if self._owns_loop:
             self.loop.close()
         folder, self._owned_folder = self._owned_folder, None
