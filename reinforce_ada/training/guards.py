@@ -34,6 +34,11 @@ class StaleEngineError(RunStopped):
     disagree with the trainer's far beyond numerical noise)."""
 
 
+class GenerationStopped(RunStopped):
+    """The generator failed in a way another try cannot mend (a dead engine:
+    :class:`~reinforce_ada.sampling.protocols.FatalGenerationError`)."""
+
+
 _SIGNATURE_HINT = ("if the reward function expects the answer under another keyword, pass --verifier-answer-kwarg "
                    "NAME (TrainConfig.verifier_answer_kwarg)")
 
