@@ -54,13 +54,18 @@ class WatchedVerifier:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
         try:
-            return self.verifier(prompts, completions)
+            answer = self.verifier(prompts, completions)
         except Exception as err:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError
 
                 self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
             raise
+        if self.first_error is None:  # a dict, a string, NaN, ... : scored as failures; remember why
+            from reinforce_ada.sampling.scoring import reward_problem
+
+            self.first_error = reward_problem(answer, len(completions))
+        return answer
 
     @property
     def stats(self) -> dict[str, int]:
