@@ -73,6 +73,7 @@ def test_report_from_rows_by_hand():
     assert ada["best_lr"] == 1.0
     assert ada["per_lr"][1.0]["at_budget"] == [0.5, 0.5]
     assert ada["gain_vs_grpo_at_budget"] == pytest.approx([0.1, 0.08])
+    assert ada["gain_vs_grpo_final"] == pytest.approx([0.1, 0.08])  # per step: at GRPO's last step, paired by seed
     # GRPO's mean final accuracy 0.41 is reached by its mean curve at step 8 and by Ada's at 4 + 4 * 0.01 / 0.1
     assert ada["steps"]["grpo_steps"] == pytest.approx(8.0)
     assert ada["steps"]["steps"] == pytest.approx(4.4)
@@ -96,6 +97,8 @@ def test_a_strategy_run_for_more_steps_than_grpo_is_paired_on_its_own_steps():
     # mean curve 0.2, 0.25, 0.3, 0.425: GRPO's 0.4 at step 8 + 4 x 0.1 / 0.125, after GRPO's last step
     assert cheap["steps"]["steps"] == pytest.approx(11.2) and cheap["steps"]["grpo_steps"] == pytest.approx(8.0)
     assert cheap["steps"]["ratio"] == pytest.approx(1.4)
+    # per step it is compared at GRPO's last step (8), not at its own longer end
+    assert cheap["gain_vs_grpo_final"] == pytest.approx([-0.1, -0.1])
 
 
 @pytest.mark.slow
