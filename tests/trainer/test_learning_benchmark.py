@@ -206,3 +206,24 @@ def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):
            "tokens): acc@B 0.004 ± 0.004" in out[0]
     assert out[1].startswith("arithmetic-mixed: stream-mixed-cap8-all - stream-mixed-cap8") and \
         "acc@B 0.004 ± 0.011" in out[1]
+
+
+def test_the_documented_ten_seed_figures_come_from_the_committed_json():
+    """README and docs/benchmarks.md ("Current model, seeds 0-9") quote these from
+    benchmarks/results/learning_results_seeds10.json."""
+    bench = load_benchmark()
+    docs = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = json.loads((docs / "learning_results_seeds10.json").read_text())["rows"]
+    report = bench.analyse("arithmetic", rows, {})
+    assert report["seeds"] == list(range(10)) and report["grpo_lr"] == 5e-4
+    expected = {"ada-balanced": ((-0.009, 0.024), (0.024, 0.022), 0.55, 0.35, 0.82),
+                "stream-mixed": ((-0.000, 0.025), (0.024, 0.019), 0.61, 0.50, 0.93)}
+    for strategy, (at_budget, final, ratio, low, high) in expected.items():
+        entry = report["strategies"][strategy]
+        assert entry["best_lr"] == 5e-4
+        for key, (gain, half) in (("gain_vs_grpo_at_budget", at_budget), ("gain_vs_grpo_final", final)):
+            mean, width = bench.t_interval(entry[key])
+            assert (round(mean, 3), round(width, 3)) == (gain, half), (strategy, key)
+        steps = entry["steps"]
+        assert (round(steps["ratio"], 2), round(steps["ratio_low"], 2), round(steps["ratio_high"], 2)) == \
+            (ratio, low, high), strategy
