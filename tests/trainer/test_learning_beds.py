@@ -76,3 +76,17 @@ def test_a_made_bed_is_fp16_of_its_shape_and_trains(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
     assert bench.main(["--bed", bed.name] + TINY_RUN + ["--out", str(tmp_path / "runs"), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"][0]["task"] == "arithmetic"
+
+
+def test_the_documented_bed_check_comes_from_the_committed_json():
+    """README and docs/benchmarks.md ("Beds") quote the h128x2-arithmetic check from its committed JSON."""
+    bench = load_benchmark()
+    from pathlib import Path
+
+    results = Path(bench.__file__).resolve().parent / "results"
+    rows = json.loads((results / "bed_h128x2_arithmetic.json").read_text())["rows"]
+    report = bench.analyse("arithmetic", rows, {})
+    n8 = report["strategies"]["grpo-n8"]
+    assert report["grpo_lr"] == 5e-4 and n8["best_lr"] == 5e-4 and report["seeds"] == [0, 1, 2, 3, 4]
+    mean, half = bench.t_interval(n8["gain_vs_grpo_final"])
+    assert (round(mean, 3), round(half, 3)) == (-0.001, 0.027)
