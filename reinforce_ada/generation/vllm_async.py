@@ -19,8 +19,9 @@ shuts the engine down, then stops the loop.
 A dead engine (vLLM's ``EngineDeadError``, or ``engine.errored``) is not a transient fault: :meth:`complete` raises
 :class:`~reinforce_ada.sampling.protocols.FatalGenerationError`, which the streaming sampler never retries.
 
-Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors) to the engine-core
-process through ``AsyncLLM.collective_rpc`` and loads them there by the path valid for the platform
+Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors, packed into one
+``torch.save`` payload, :func:`pack_weights`: raw tensors fail on the engine core's second hop to its worker) through
+``AsyncLLM.collective_rpc`` and loads them in the worker by the path valid for the platform
 (:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`; ``reload`` on the CPU), then resets the prefix
 cache. ``AsyncLLM`` always runs its engine core in another process, and sending a function needs vLLM's pickle-based
 serialisation: :meth:`for_model` sets ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (unless the caller set it) before the
@@ -50,7 +51,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead"]
+__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead", "load_packed_weights_on_worker", "pack_weights"]
 
 _INSTALL_HINT = "VLLMAsyncEngine needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
 
@@ -69,6 +70,32 @@ def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
     if any(cls.__name__ == "EngineDeadError" for cls in type(error).__mro__):
         return True
     return bool(getattr(engine, "errored", False))
+
+
+def pack_weights(weights: Sequence[tuple[str, Any]]) -> bytes:
+    """``(name, tensor)`` pairs as one ``torch.save`` payload: the engine-core process re-pickles what it receives
+    for its worker process, and tensors decoded from vLLM's msgpack are views of a message buffer that cannot be
+    pickled ("cannot pickle memoryview objects"); plain bytes pass both hops."""
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save([(name, tensor.detach().cpu().contiguous()) for name, tensor in weights], buffer)
+    return buffer.getvalue()
+
+
+def load_packed_weights_on_worker(worker: Any, payload: bytes, path: str) -> int:
+    """Run in vLLM's worker process (``collective_rpc``): unpack :func:`pack_weights`' payload and load it by
+    ``path`` (:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`)."""
+    import io
+
+    import torch
+
+    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
+
+    weights = torch.load(io.BytesIO(payload), weights_only=True)
+    return load_weights_on_worker(worker, weights, path)
 
 
 class EngineLoop:
@@ -234,12 +261,13 @@ class VLLMAsyncEngine:
     def load_weights(self, model: Any) -> int:
         """Push ``model``'s parameters into the engine (engine-core process, by :attr:`weight_sync`) and reset the
         prefix cache; return how many were pushed."""
-        from reinforce_ada.generation.vllm_weights import load_weights_on_worker, named_weights
+        from reinforce_ada.generation.vllm_weights import named_weights
 
-        weights = [(name, tensor.detach().cpu()) for name, tensor in named_weights(model)]
+        weights = list(named_weights(model))
+        payload = pack_weights(weights)
 
         async def push() -> None:
-            await self.engine.collective_rpc(load_weights_on_worker, args=(weights, self.weight_sync))
+            await self.engine.collective_rpc(load_packed_weights_on_worker, args=(payload, self.weight_sync))
             await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 
         self.run_in_loop(push())

@@ -48,10 +48,12 @@ def sampler(engine, **options) -> StreamingSampler:
                             StreamingOptions(**{"max_in_flight": 16, **options}))
 
 
-def largest_mismatch(batch, model, tokenizer) -> float:
+def largest_mismatch(batch, asked, model, tokenizer) -> float:
+    """The largest |engine log-prob - trainer log-prob| over every token of every sample the step drew."""
+    by_id = {p.prompt_id: p for p in asked}
     worst = 0.0
-    for pool in batch.pools.values():
-        prompt_ids = encode_prompt(tokenizer, pool.prompt, False)
+    for pid, pool in batch.pools.items():
+        prompt_ids = encode_prompt(tokenizer, by_id[pid], False)
         for c in pool.completions:
             ids = torch.tensor([prompt_ids + list(c.token_ids)])
             with torch.no_grad():
@@ -75,15 +77,15 @@ def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(b
     s = sampler(engine)
     first = s.sample(prompts())
     assert first.metrics["total_samples"] > 0
-    assert largest_mismatch(first, model, tokenizer) <= 1e-4
+    assert largest_mismatch(first, prompts(), model, tokenizer) <= 1e-4
     optimizer_steps(model, 5)
     stale = s.sample(prompts(offset=10))  # the engine still has the old weights: its log-probs disagree
-    assert largest_mismatch(stale, model, tokenizer) > 1e-3
+    assert largest_mismatch(stale, prompts(offset=10), model, tokenizer) > 1e-3
     engine.load_weights(model)
     synced = s.sample(prompts(offset=20))
     assert synced.metrics["total_samples"] > 0
-    assert largest_mismatch(synced, model, tokenizer) <= 1e-4
-    assert engine.generate  # evaluation's synchronous path runs on the same loop
+    assert largest_mismatch(synced, prompts(offset=20), model, tokenizer) <= 1e-4
+    # evaluation's synchronous path runs on the same loop
     from reinforce_ada.sampling.protocols import GenerationRequest
 
     groups = engine.generate([GenerationRequest(Prompt(99, "3+4="), 3)])

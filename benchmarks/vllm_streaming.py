@@ -1,0 +1,104 @@
+"""The streaming sampler on vLLM's AsyncLLM against one batched call on the same engine, and HF vs vLLM throughput.
+
+One ``VLLMAsyncEngine`` (AsyncLLM, float32, eager) is built from the 2-head tiny Qwen2 held in memory (head_dim 32,
+what vLLM's CPU attention serves); the same model in the HF backend (``HFGenerator``) is the throughput reference.
+For ``--repeats`` rounds, side by side on the one engine:
+
+* ``streaming``: ``StreamingSampler.sample`` of ``--prompts`` prompts (Ada-balanced, group 4, M=4, N=2, verifier: the
+  parity of the first sampled token, so prompts get signal and exit and their in-flight requests are aborted);
+* ``batched``: one call drawing the same number of samples per prompt as that streaming step drew, all in flight at
+  once (``VLLMAsyncEngine.generate``, what a round-based sampler's single round asks of the engine);
+* ``hf``: the same batched request on ``HFGenerator`` (one padded ``generate``).
+
+Reported: wall-clock ratio streaming / batched per round and its median, the requests aborted by exits and the
+tokens they would have generated (aborted x the mean length of a finished sample in that step: AsyncLLM with
+``FINAL_ONLY`` does not return an aborted request's partial tokens), and tokens/s of vLLM (batched) and HF.
+
+    python benchmarks/vllm_streaming.py --json benchmarks/results/vllm_streaming.json   # needs vllm(-cpu)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
+from reinforce_ada.sampling.protocols import GenerationRequest
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
+from reinforce_ada.types import Prompt
+
+
+def parity_verifier(prompts, completions):
+    return [1.0 if c.token_ids and c.token_ids[0] % 2 else 0.0 for c in completions]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    from reinforce_ada.generation.hf import HFGenerator
+    from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+
+    model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
+    started = time.perf_counter()
+    engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=args.max_new_tokens,
+                                       use_chat_template=False, enforce_eager=True)
+    build_seconds = time.perf_counter() - started
+    hf = HFGenerator(model, tokenizer, max_new_tokens=args.max_new_tokens, use_chat_template=False, seed=0)
+    sampler = StreamingSampler(engine, parity_verifier, SamplerConfig(samples_per_round=4, max_rounds=2, group_size=4),
+                               StreamingOptions(max_in_flight=256))
+    rounds = []
+    try:
+        for r in range(args.repeats):
+            prompts = [Prompt(1000 * r + i, f"{i}+{i % 7}=") for i in range(args.prompts)]
+            aborted, completed = engine.num_aborted, engine.num_completed
+            t0 = time.perf_counter()
+            batch = sampler.sample(prompts)
+            streaming = time.perf_counter() - t0
+            drawn = {pid: pool.num_drawn for pid, pool in batch.pools.items()}
+            kept = [c for pool in batch.pools.values() for c in pool.completions]
+            mean_len = statistics.fmean(len(c.token_ids) for c in kept)
+            requests = [GenerationRequest(p, drawn[p.prompt_id]) for p in prompts if drawn.get(p.prompt_id)]
+            t0 = time.perf_counter()
+            groups = engine.generate(requests)
+            batched = time.perf_counter() - t0
+            vllm_tokens = sum(len(c.token_ids) for g in groups for c in g)
+            t0 = time.perf_counter()
+            hf_groups = hf.generate(requests)
+            hf_seconds = time.perf_counter() - t0
+            hf_tokens = sum(len(c.token_ids) for g in hf_groups for c in g)
+            n_aborted = engine.num_aborted - aborted
+            rounds.append(dict(samples=sum(drawn.values()), streaming_seconds=streaming, batched_seconds=batched,
+                               ratio=streaming / batched, completed=engine.num_completed - completed,
+                               aborted=n_aborted, mean_sample_tokens=mean_len,
+                               tokens_saved_estimate=n_aborted * mean_len, vllm_tokens=vllm_tokens,
+                               vllm_tokens_per_s=vllm_tokens / batched, hf_tokens=hf_tokens,
+                               hf_seconds=hf_seconds, hf_tokens_per_s=hf_tokens / hf_seconds))
+            print(json.dumps(rounds[-1]), flush=True)
+    finally:
+        engine.close()
+    summary = dict(build_seconds=build_seconds, prompts=args.prompts, max_new_tokens=args.max_new_tokens,
+                   median_ratio=statistics.median(r["ratio"] for r in rounds),
+                   total_aborted=sum(r["aborted"] for r in rounds),
+                   total_tokens_saved_estimate=sum(r["tokens_saved_estimate"] for r in rounds),
+                   total_generated_streaming=sum(r["completed"] * r["mean_sample_tokens"] for r in rounds),
+                   vllm_over_hf_tokens_per_s=statistics.median(r["vllm_tokens_per_s"] / r["hf_tokens_per_s"]
+                                                               for r in rounds),
+                   rounds=rounds)
+    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=1))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(summary, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
