@@ -94,10 +94,20 @@ def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(b
 
 def test_a_prompt_that_exits_aborts_its_in_flight_requests(bed):
     engine, _, _ = bed
-    before = engine.num_aborted
-    batch = sampler(engine, max_in_flight=64).sample(prompts(8, offset=40))
+    before, real, aborted = engine.num_aborted, engine.engine.abort, []
+
+    async def spy(request_id, *args, **kwargs):
+        aborted.append(request_id)
+        return await real(request_id, *args, **kwargs)
+
+    engine.engine.abort = spy
+    try:
+        batch = sampler(engine, max_in_flight=64).sample(prompts(8, offset=40))
+    finally:
+        engine.engine.abort = real
     assert batch.metrics["total_samples"] > 0
-    assert engine.num_aborted > before
+    assert aborted and engine.num_aborted - before == len(aborted)  # the engine was told, once per request
+    assert not engine.engine.errored
 
 
 def test_a_dead_engine_stops_the_sampler_at_once(bed):
