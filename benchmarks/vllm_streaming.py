@@ -2,7 +2,7 @@
 
 One ``VLLMAsyncEngine`` (AsyncLLM, float32, eager) is built from the 2-head tiny Qwen2 held in memory (head_dim 32,
 what vLLM's CPU attention serves); the same model in the HF backend (``HFGenerator``) is the throughput reference.
-For ``--repeats`` rounds, side by side on the one engine:
+After one warm-up step (not reported), for ``--repeats`` rounds, side by side on the one engine:
 
 * ``streaming``: ``StreamingSampler.sample`` of ``--prompts`` prompts (Ada-balanced, group 4, M=4, N=2, verifier: the
   parity of the first sampled token, so prompts get signal and exit and their in-flight requests are aborted);
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -58,12 +58,15 @@ def main() -> None:
                                StreamingOptions(max_in_flight=256))
     rounds = []
     try:
+        sampler.sample([Prompt(-1 - i, f"{i}=") for i in range(args.prompts)])  # warm-up, not reported
+        hf.generate([GenerationRequest(Prompt(-1, "1="), 4)])
         for r in range(args.repeats):
             prompts = [Prompt(1000 * r + i, f"{i}+{i % 7}=") for i in range(args.prompts)]
             aborted, completed = engine.num_aborted, engine.num_completed
             t0 = time.perf_counter()
             batch = sampler.sample(prompts)
             streaming = time.perf_counter() - t0
+            n_completed, n_aborted = engine.num_completed - completed, engine.num_aborted - aborted
             drawn = {pid: pool.num_drawn for pid, pool in batch.pools.items()}
             kept = [c for pool in batch.pools.values() for c in pool.completions]
             mean_len = statistics.fmean(len(c.token_ids) for c in kept)
@@ -76,9 +79,8 @@ def main() -> None:
             hf_groups = hf.generate(requests)
             hf_seconds = time.perf_counter() - t0
             hf_tokens = sum(len(c.token_ids) for g in hf_groups for c in g)
-            n_aborted = engine.num_aborted - aborted
             rounds.append(dict(samples=sum(drawn.values()), streaming_seconds=streaming, batched_seconds=batched,
-                               ratio=streaming / batched, completed=engine.num_completed - completed,
+                               ratio=streaming / batched, completed=n_completed,
                                aborted=n_aborted, mean_sample_tokens=mean_len,
                                tokens_saved_estimate=n_aborted * mean_len, vllm_tokens=vllm_tokens,
                                vllm_tokens_per_s=vllm_tokens / batched, hf_tokens=hf_tokens,

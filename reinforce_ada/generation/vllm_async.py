@@ -252,9 +252,14 @@ class VLLMAsyncEngine:
         counter = self._calls = getattr(self, "_calls", 0) + 1
 
         async def all_samples() -> list[list[Completion]]:
-            groups = [[self.complete(r.prompt, f"gen-{counter}-{i}-{j}") for j in range(r.num_samples)]
-                      for i, r in enumerate(requests)]
-            return [list(await asyncio.gather(*group)) for group in groups]
+            # every sample a task now: a coroutine handed to gather only later would start only then (prompt by prompt)
+            groups = [[asyncio.ensure_future(self.complete(r.prompt, f"gen-{counter}-{i}-{j}"))
+                       for j in range(r.num_samples)] for i, r in enumerate(requests)]
+            try:
+                return [list(await asyncio.gather(*group)) for group in groups]
+            finally:
+                for task in (t for group in groups for t in group if not t.done()):
+                    task.cancel()
 
         return self.run_in_loop(all_samples())
 

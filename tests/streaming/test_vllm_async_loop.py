@@ -107,3 +107,25 @@ def test_the_loop_refuses_a_call_from_inside_itself():
         assert loop.run(inner()) == "ok"
     finally:
         loop.close()
+
+
+def test_generate_puts_every_sample_of_every_prompt_in_flight_at_once():
+    class Counting(LoopBoundAsyncLLM):
+        in_flight = peak = 0
+
+        async def generate(self, inputs, params, request_id):
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                async for out in super().generate(inputs, params, request_id):
+                    yield out
+            finally:
+                self.in_flight -= 1
+
+    fake = Counting(steps=3)
+    engine = VLLMAsyncEngine(fake, build_char_tokenizer(), sampling_params_cls=dict)
+    try:
+        groups = engine.generate([GenerationRequest(Prompt(i, f"{i}="), 2) for i in range(3)])
+    finally:
+        engine.close()
+    assert [len(g) for g in groups] == [2, 2, 2] and fake.peak == 6  # not prompt by prompt
