@@ -282,7 +282,18 @@ class VLLMAsyncEngine:
         """Shut the engine down, stop its loop (when this wrapper owns it) and remove its folder; idempotent."""
         engine = self.__dict__.pop("engine", None)
         if engine is not None and callable(getattr(engine, "shutdown", None)):
-            engine.shutdown()
+            if self.loop.closed:
+                engine.shutdown()
+            else:  # AsyncLLM stops the engine core before it cancels its output handler, which then sees the core
+                # die and logs "AsyncLLM output_handler failed ... EngineDeadError": cancel the handler first
+                async def shutdown() -> None:
+                    handler = getattr(engine, "output_handler", None)
+                    if isinstance(handler, asyncio.Future) and not handler.done():
+                        handler.cancel()
+                        await asyncio.gather(handler, return_exceptions=True)
+                    engine.shutdown()
+
+                self.loop.run(shutdown())
         if self._owns_loop:
             self.loop.close()
         folder, self._owned_folder = self._owned_folder, None
