@@ -30,3 +30,24 @@ def test_the_trainer_stops_with_a_named_cause_when_the_generator_cannot_recover(
     assert generator.calls == 1  # not retried
     events = [json.loads(line) for line in (tmp_path / "config_history.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "stopped" and "engine is dead" in events[-1]["reason"]
+
+
+def test_cli_train_closes_the_trainer_and_exits_3_when_the_run_stops(tmp_path, monkeypatch):
+    import reinforce_ada.training as training
+    from reinforce_ada.cli import main
+
+    closed = []
+
+    class Stopping:
+        def __init__(self, config):
+            pass
+
+        def train(self):
+            raise RunStopped("step 1: the generator failed and cannot recover: the vLLM engine is dead")
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(training, "Trainer", Stopping)
+    assert main(["train", "--max-steps", "1", "--output-dir", str(tmp_path / "run")]) == 3
+    assert closed == [True]  # the engine is shut down and its folder removed on the way out
