@@ -91,6 +91,9 @@ class Trainer:
             raise ValueError("a model was given without its tokenizer")
         if cfg.lora:
             model = wrap_lora(cfg, model)
+        # The KL term's reference is the start model: copied before a resume loads the checkpoint's weights (a
+        # copy of the resumed weights would anchor the KL to the checkpoint, not to where the run started).
+        self.ref_model = reference_model(cfg, model) if cfg.kl_coef > 0 else None
         if self.resume_from is not None:
             load_weights(model, self.resume_from, cfg.lora)
         self.model, self.tokenizer = model, tokenizer
@@ -99,7 +102,8 @@ class Trainer:
                              lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))  # not cached: memory
         if next(model.parameters()).device != self.device:
             model.to(self.device)
-        self.ref_model = reference_model(cfg, model) if cfg.kl_coef > 0 else None
+            if self.ref_model is not None:
+                self.ref_model.to(self.device)
 
         self.generator = generator if generator is not None else make_generator(cfg, model, tokenizer)
         self.sampler = build_sampler(cfg.sampler_config(), self.generator, self.verifier)
