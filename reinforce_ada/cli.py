@@ -85,7 +85,10 @@ def _run_train(args: argparse.Namespace) -> int:
     config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
     from reinforce_ada.training import Trainer
 
-    summary = Trainer(config).train()
+    trainer = Trainer(config)
+    summary = trainer.train()
+    if trainer.nothing_to_do is not None:
+        print(trainer.nothing_to_do)
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     if before is not None and after is not None:
         print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")
