@@ -9,8 +9,9 @@ replaces is renamed aside first and deleted last, so a kill at any moment leaves
 name (or aside, where the next start puts it back: :func:`reinforce_ada.training.run_folder.recover_checkpoints`).
 A finished run's final evaluation is added afterwards as ``final_evaluation.pt`` (its accuracy and the RNG state
 after it), listed in the manifest once written: a finished run that is extended keeps that evaluation and continues
-exactly as an uninterrupted longer run would. Which checkpoint a run may resume from, and whether its files are intact, is checked in
-:mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``load_checkpoint_file``, ``read_trainer_state``).
+exactly as an uninterrupted longer run would. Which checkpoint a run may resume from, and whether its files are intact,
+is checked in :mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``check_manifest``,
+``load_checkpoint_file``, ``read_trainer_state``).
 """
 
 from __future__ import annotations

@@ -410,7 +410,8 @@ def test_a_corrupt_latest_checkpoint_is_named_with_the_previous_intact_one(tmp_p
 
     (out / "checkpoint-3").rename(tmp_path / "bad-checkpoint-3")  # the suggested fix
     torch.save({"not": "an optimizer state"}, out / "checkpoint-2" / "optimizer.pt")
-    with pytest.raises(CheckpointError, match=r"checkpoint-2/optimizer.pt is not the file this checkpoint wrote.*previous intact "
+    with pytest.raises(CheckpointError, match=r"checkpoint-2/optimizer.pt is not the file this checkpoint wrote.*"
+                                              r"previous intact "
                                               r"checkpoint is .*checkpoint-1"):
         Trainer(small_config(out, max_steps=4, resume=True), **setup())
 
