@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -64,7 +65,7 @@ def load_pretrained(name_or_path: str, dtype: str = "float32") -> tuple[Any, Any
         _drop_gguf_quantization(model, gguf)
         _use_gguf_special_tokens(tokenizer, gguf)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        tokenizer = _tokenizer_from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, use_safetensors=True)
     return model, _for_generation(tokenizer)
 
@@ -72,9 +73,25 @@ def load_pretrained(name_or_path: str, dtype: str = "float32") -> tuple[Any, Any
 def load_tokenizer(name_or_path: str) -> Any:
     """The tokenizer of a model folder or hub id, set up as :func:`load_pretrained` sets it up (cheap: a command
     checks its prompts with it before loading the weights)."""
-    from transformers import AutoTokenizer
+    return _for_generation(_tokenizer_from_pretrained(name_or_path))
 
-    return _for_generation(AutoTokenizer.from_pretrained(name_or_path))
+
+def _tokenizer_from_pretrained(name_or_path: str) -> Any:
+    """``AutoTokenizer.from_pretrained``, except for a folder whose ``tokenizer_config.json`` names the generic
+    ``PreTrainedTokenizerFast``: that one is loaded as such. transformers 5's ``AutoTokenizer`` prefers the class the
+    model type implies (a ``Qwen2Tokenizer`` for the built-in char-level Qwen2, whose byte-level pre-tokenizer drops
+    spaces and newlines) over the class the folder declares."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config_file = Path(name_or_path) / "tokenizer_config.json"
+    if config_file.is_file():
+        try:
+            declared = json.loads(config_file.read_text()).get("tokenizer_class")
+        except (OSError, ValueError):
+            declared = None
+        if declared == "PreTrainedTokenizerFast":
+            return PreTrainedTokenizerFast.from_pretrained(name_or_path)
+    return AutoTokenizer.from_pretrained(name_or_path)
 
 
 def context_length(name_or_path: str) -> int | None:

@@ -42,8 +42,8 @@ def save_char_tokenizer(tokenizer: Any, folder: str | Path) -> None:
     """Save the char tokenizer into ``folder`` so that every supported transformers loads it with ``AutoTokenizer``:
     transformers 5 records its class as ``TokenizersBackend``, a name 4.x refuses; ``PreTrainedTokenizerFast`` names
     the same class in both. (On transformers 5 ``AutoTokenizer`` still builds a ``Qwen2Tokenizer`` for a folder whose
-    ``config.json`` says qwen2, and its byte-level pre-tokenizer drops ' ' and newlines; the built-in tasks' prompts
-    have neither, and :func:`build_char_tokenizer` is the exact tokenizer.)"""
+    ``config.json`` says qwen2, and its byte-level pre-tokenizer drops ' ' and newlines: the library's loaders
+    (:func:`reinforce_ada.models.loading.load_tokenizer`) honour the declared class.)"""
     tokenizer.save_pretrained(folder)
     config_file = Path(folder) / "tokenizer_config.json"
     config = json.loads(config_file.read_text())

@@ -69,3 +69,17 @@ def test_the_trainer_loads_the_shipped_weights(tmp_path, monkeypatch):
     assert all(torch.equal(state[name], tensor) for name, tensor in shipped.items())
     assert trainer.warm_start_info["source"].endswith("arithmetic")
     assert not (tmp_path / "cache").exists()  # nothing trained, nothing cached
+
+
+def test_a_saved_char_tokenizer_loads_as_the_exact_tokenizer(tmp_path):
+    """The library's loaders give back the char tokenizer a folder declares, spaces and newlines included (transformers
+    5's ``AutoTokenizer`` builds a byte-level ``Qwen2Tokenizer`` for a qwen2 folder, which drops both)."""
+    from reinforce_ada.models.loading import load_tokenizer
+    from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model, save_char_tokenizer
+
+    build_tiny_model().save_pretrained(tmp_path)
+    save_char_tokenizer(build_char_tokenizer(), tmp_path)
+    text = "What is 12 + 34?\nAnswer: 46"
+    ids = load_tokenizer(str(tmp_path))(text, add_special_tokens=False).input_ids
+    assert ids == build_char_tokenizer()(text, add_special_tokens=False).input_ids
+    assert len(ids) == len(text)
