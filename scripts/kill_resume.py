@@ -5,9 +5,11 @@ resuming it ends exactly where an uninterrupted run ends (issue 20).
 
 1. A base run of the tiny model on ``task:arithmetic`` (``--base-steps`` steps, a checkpoint every step) and, from a
    copy of it, an uninterrupted ``train --resume --max-steps BASE+EXTRA`` whose wall time sets the kill window and
-   whose final weights are the reference.
+   whose final weights are the reference. The window is timed from the moment training starts (the resume event
+   appended to ``config_history.jsonl``) to ``summary.json`` being written, so the kills fall in training, checkpointing and the
+   final evaluation rather than in the interpreter's start-up.
 2. Each try: a fresh copy of the base run, ``train --resume --max-steps BASE+EXTRA`` in a child process, SIGKILL after
-   a delay drawn uniformly from [0, window * 1.2] (seeded); the folder is classified by what the kill left (the
+   a delay drawn uniformly from [0, window * 1.2] (seeded) after training starts; the folder is classified by what the kill left (the
    window it hit); then the run folder is validated as ``--resume`` validates it (a resumable checkpoint must exist)
    and resumed to the end in this process; its final weights and ``total_samples`` must equal the reference's.
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import io
 import json
 import os
 import random
@@ -43,6 +47,18 @@ def child(argv: list[str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
+def wait_for_training(proc: subprocess.Popen, folder: Path) -> bool:
+    """Wait until the child has started training (its resume event is in ``config_history.jsonl``); False if it
+    ended first."""
+    history = folder / "config_history.jsonl"
+    lines = len(history.read_text().splitlines())
+    while proc.poll() is None:
+        if len(history.read_text().splitlines()) > lines:
+            return True
+        time.sleep(0.005)
+    return False
+
+
 def window_hit(folder: Path, base_steps: int, steps: int) -> str:
     """What the kill interrupted, read from what it left in the run folder."""
     from reinforce_ada.training.run_folder import checkpoints
@@ -55,7 +71,7 @@ def window_hit(folder: Path, base_steps: int, steps: int) -> str:
     if latest == f"checkpoint-{steps}":
         return "after the run" if (folder / "summary.json").stat().st_mtime > START[folder] else "final evaluation"
     if latest == f"checkpoint-{base_steps}":
-        return "start-up or first step"
+        return "first step"
     return "between checkpoints"
 
 
@@ -72,7 +88,8 @@ def final_state(folder: Path, steps: int) -> tuple[str, int]:
 def resume_in_process(folder: Path, steps: int) -> None:
     from reinforce_ada import cli
 
-    code = cli.main([*train_args(folder, steps), "--resume"])
+    with contextlib.redirect_stdout(io.StringIO()):  # the command's own report: one line per try is printed
+        code = cli.main([*train_args(folder, steps), "--resume"])
     if code != 0:
         raise RuntimeError(f"train --resume exited {code}")
 
@@ -102,12 +119,15 @@ def main() -> int:
         raise SystemExit("the base run failed")
     reference = args.work / "reference"
     shutil.copytree(base, reference)
-    started = time.monotonic()
-    if child([*train_args(reference, steps), "--resume"]).wait() != 0:
+    proc = child([*train_args(reference, steps), "--resume"])
+    wait_for_training(proc, reference)
+    started = time.time()
+    if proc.wait() != 0:
         raise SystemExit("the uninterrupted resume failed")
-    window = time.monotonic() - started
+    window = (reference / "summary.json").stat().st_mtime - started  # to the run's last write, not the exit
     expected = final_state(reference, steps)
-    print(f"uninterrupted train --resume: {window:.1f} s; kill delays drawn from [0, {1.2 * window:.1f}] s")
+    print(f"uninterrupted train --resume: {window:.2f} s from the start of training to summary.json; kill delays drawn "
+          f"from [0, {1.2 * window:.2f}] s after training starts", flush=True)
 
     rng = random.Random(args.seed)
     hits: collections.Counter[str] = collections.Counter()
@@ -118,6 +138,7 @@ def main() -> int:
         START[folder] = time.time()
         delay = rng.uniform(0, 1.2 * window)
         proc = child([*train_args(folder, steps), "--resume"])
+        wait_for_training(proc, folder)
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
