@@ -24,6 +24,9 @@ What it reports, per task (mean over seeds, 95% t-interval; details in docs/benc
 
 (the documented run's exact commands, split over processes, and its results: docs/benchmarks.md.)
 
+``--bed NAME`` starts every run from a bed instead (benchmarks/beds.py: a model shape, its task and its warm-started
+weights; ``tiny-<task>`` is exactly the default above).
+
 ``--json PATH`` writes ``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, total_generated_tokens,
 heldout_accuracy], ...]}, ...]}`` (step 0 included), and next to it ``<stem>_details.json`` (zero-variance per step,
 per-prompt pass rates for the buckets). ``--from-json PATH`` recomputes the tables and plots from such files without
@@ -52,6 +55,7 @@ from learning_report import (  # noqa: E402
     steps_ratio,
     t_interval,
 )
+from beds import BEDS, load_bed_model  # noqa: E402
 from learning_strategies import GROUP_SIZE, PAPER_STRATEGIES, STRATEGIES  # noqa: E402
 
 __all__ = ["BUCKETS", "STRATEGIES", "accuracy_at_tokens", "analyse", "first_crossing", "fmt", "main", "parse_args",
@@ -109,7 +113,7 @@ def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace
     # A fixed training set of --train-prompts prompts (drawn by the seed), cycled in a seeded order, so prompts
     # recur every --train-prompts / --batch-size steps as in multi-epoch RL; 0: the trainer's own 4096-prompt pool.
     train = get_task(task).prompts(args.train_prompts, seed=seed, split="train") if args.train_prompts else None
-    trainer = Trainer(train_config(task, strategy, lr, seed, args, out), train_prompts=train)
+    trainer = Trainer(train_config(task, strategy, lr, seed, args, out), train_prompts=train, **bed_model(args))
     trainer.train()
     tokens_at, history, zero_variance = {0: 0}, [], []
     for record in read_metrics(out):
@@ -124,6 +128,15 @@ def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace
     return {"history": history, "zero_variance": zero_variance, "end_pass_rates": end_rates}
 
 
+def bed_model(args: argparse.Namespace) -> dict:
+    """The Trainer's ``model``/``tokenizer`` for ``--bed`` (a fresh copy of the bed's weights per run); without a bed
+    nothing, so the trainer loads the task's shipped start model itself."""
+    if not args.bed:
+        return {}
+    model, tokenizer = load_bed_model(BEDS[args.bed])
+    return {"model": model, "tokenizer": tokenizer}
+
+
 def start_pass_rates(task: str, args: argparse.Namespace) -> tuple[list[float], list[float]]:
     """The start model's per-prompt pass rates on the bucket prompts, twice from independent samples: the first
     assigns the buckets, the second is the start accuracy the gains are measured from (with one estimate for both,
@@ -132,7 +145,8 @@ def start_pass_rates(task: str, args: argparse.Namespace) -> tuple[list[float], 
 
     if not args.bucket_prompts:
         return [], []
-    probe = Trainer(train_config(task, "grpo", 1e-3, 0, args, Path(args.out) / f"{task}-start-model"))
+    probe = Trainer(train_config(task, "grpo", 1e-3, 0, args, Path(args.out) / f"{task}-start-model"),
+                    **bed_model(args))
     prompts = bucket_prompts(task, args)
     return tuple(pass_rates(probe.model, probe.tokenizer, probe.verifier, prompts, args.bucket_samples,
                             BUCKET_SEED + i) for i in (0, 1))
@@ -161,8 +175,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     from reinforce_ada.data import list_tasks
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", nargs="+", default=["arithmetic"],
-                        help=f"built-in task(s): {', '.join(list_tasks())} (default: arithmetic)")
+    parser.add_argument("--task", nargs="+", default=None,
+                        help=f"built-in task(s): {', '.join(list_tasks())} (default: arithmetic, or the bed's)")
+    parser.add_argument("--bed", default=None, metavar="NAME",
+                        help=f"start from a bed (model shape + task + warm-started weights, benchmarks/beds.py): "
+                             f"{', '.join(BEDS)}")
     parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGIES),
                         help=f"any of {', '.join(STRATEGIES)} (default: the paper's three)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -190,6 +207,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="with --from-json: also write the merged rows (and details) to PATH")
     parser.add_argument("--no-write", action="store_true", help="print the tables only (no plots)")
     args = parser.parse_args(argv)
+    if args.bed is not None:
+        if args.bed not in BEDS:
+            parser.error(f"unknown bed {args.bed!r}; choose from {', '.join(BEDS)}")
+        bed = BEDS[args.bed]
+        if args.task not in (None, [bed.task]):
+            parser.error(f"--bed {bed.name} is on task {bed.task}; drop --task or give --task {bed.task}")
+        if not bed.has_weights():
+            parser.error(f"bed {bed.name} has no weights in {bed.folder}; make them with "
+                         f"python benchmarks/beds.py --make {bed.name}")
+        args.task = [bed.task]
+    args.task = args.task or ["arithmetic"]
     for task in args.task:
         if task not in list_tasks():
             parser.error(f"unknown task {task!r}; choose from {', '.join(list_tasks())}")

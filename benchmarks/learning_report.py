@@ -44,6 +44,12 @@ def accuracy_at_tokens(history, budget: float) -> float:
     return float(np.interp(budget, tokens, accuracy))
 
 
+def accuracy_at_step(history, step: float) -> float:
+    """Accuracy at optimizer step ``step``, linearly interpolated on one run's [step, tokens, accuracy] history (a run
+    that ended earlier counts at its final accuracy): the per-step comparison at GRPO's last step."""
+    return float(np.interp(step, [h[0] for h in history], [h[2] for h in history]))
+
+
 def first_crossing(steps, accuracy, target: float) -> float:
     """First step at which a curve reaches ``target`` (linear interpolation between evaluations); inf if never."""
     for i, value in enumerate(accuracy):
@@ -126,6 +132,8 @@ def analyse(task: str, rows: list[dict], details: dict) -> dict:
             entry["gain_vs_grpo_at_budget"] = [accuracy_at_tokens(chosen[s], budget) - accuracy_at_tokens(grpo[s],
                                                                                                            budget)
                                                for s in seeds]
+            entry["gain_vs_grpo_final"] = [accuracy_at_step(chosen[s], grpo[s][-1][0]) - grpo[s][-1][2]
+                                           for s in seeds]
         zv = zero_var.get(strategy, {}).get(str(best[strategy]), {})
         if zv:
             entry["zero_variance_mean"] = [float(np.mean(v)) for v in zv.values()]
@@ -188,17 +196,18 @@ def print_report(report: dict) -> None:
                   f"{fmt(cell['tokens'], 0):>18}{cell['short_of_budget']:>6}")
     print("(* best lr; short: runs that generated fewer than B tokens in all, counted at their final accuracy)")
     print(f"\neach at its best lr{'':<10}{'acc@B':>16}{'vs GRPO (paired)':>20}{'steps to GRPO final':>22}"
-          f"{'x GRPO [95% bootstrap]':>26}{'zero-var':>16}{'zero-var step 1':>18}")
+          f"{'x GRPO [95% bootstrap]':>26}{'final vs GRPO (paired)':>24}{'zero-var':>16}{'zero-var step 1':>18}")
     for strategy, entry in report["strategies"].items():
         cell = entry["per_lr"][entry["best_lr"]]
         steps = entry.get("steps", {})
         gain = fmt(entry["gain_vs_grpo_at_budget"], 3) if "gain_vs_grpo_at_budget" in entry else "-"
         ratio = (f"{steps['ratio']:.2f} [{steps['ratio_low']:.2f}, {steps['ratio_high']:.2f}]" if steps else "-")
+        final_gain = fmt(entry["gain_vs_grpo_final"], 3) if "gain_vs_grpo_final" in entry else "-"
         zv = fmt(entry["zero_variance_mean"]) if "zero_variance_mean" in entry else "-"
         zv1 = fmt(entry["zero_variance_step1"]) if "zero_variance_step1" in entry else "-"
         label = f"{strategy} @ {entry['best_lr']:g}"
         print(f"{label:<29}{fmt(cell['at_budget']):>16}{gain:>20}{steps.get('steps', math.nan):>22.1f}{ratio:>26}"
-              f"{zv:>16}{zv1:>18}")
+              f"{final_gain:>24}{zv:>16}{zv1:>18}")
     if "ordering" in report:
         order = report["ordering"]
         print(f"per-step ordering of the mean curves (each at its best lr), over {len(order['steps'])} evaluations: "

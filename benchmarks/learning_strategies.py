@@ -22,6 +22,7 @@ def _budget(**sampler) -> dict:
 
 STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's under "sampler")
     "grpo": dict(strategy="grpo"),
+    "grpo-n8": dict(strategy="grpo", sampler=dict(group_size=8)),  # twice GRPO's completions per prompt (a bed's check)
     "ada-positive": dict(strategy="ada-positive"),
     "ada-balanced": dict(strategy="ada-balanced"),
     # beyond the paper (docs/beyond_the_paper.md)

@@ -9,24 +9,48 @@ Cancellation: when the awaiting task is cancelled, ``AsyncLLM.generate`` is inte
 (``engine.abort(request_id)``) so its sequence leaves the running batch at the next scheduler step -- the work the
 streaming sampler saves when a prompt exits.
 
-Build it from a model path (``VLLMAsyncEngine.from_model(path, **engine_args)``) or pass an existing ``AsyncLLM``
-(or anything with the same ``generate(prompt, sampling_params, request_id)`` async-iterator method and
-``abort(request_id)``; the tests use a fake).
+One event loop for the engine's life: an ``AsyncLLM`` is bound to the event loop it first ran in (its output
+handler is a task of that loop), so the engine owns a long-lived loop in a background thread and every call runs
+there: :meth:`VLLMAsyncEngine.run` submits a coroutine (``asyncio.run_coroutine_threadsafe``) and waits for it. The
+streaming sampler's ``sample()`` uses it (instead of a new ``asyncio.run`` loop per step, which killed the engine at
+the second step); the synchronous :meth:`generate` (evaluation) and :meth:`load_weights` run there too. :meth:`close`
+shuts the engine down, then stops the loop.
+
+A dead engine (vLLM's ``EngineDeadError``, or ``engine.errored``) is not a transient fault: :meth:`complete` raises
+:class:`~reinforce_ada.sampling.protocols.FatalGenerationError`, which the streaming sampler never retries.
+
+Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors) to the engine-core
+process through ``AsyncLLM.collective_rpc`` and loads them there by the path valid for the platform
+(:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`; ``reload`` on the CPU), then resets the prefix
+cache. ``AsyncLLM`` always runs its engine core in another process, and sending a function needs vLLM's pickle-based
+serialisation: :meth:`for_model` sets ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (unless the caller set it) before the
+engine is built -- the engine-core process is this one's child, on this machine.
+
+Build it from a model path (``VLLMAsyncEngine.from_model(path, **engine_args)``), from the trainer's model
+(:meth:`for_model`, which writes an in-memory model to a folder it owns, like the colocated generator), or pass an
+existing ``AsyncLLM`` (or anything with the same ``generate(prompt, sampling_params, request_id)`` async-iterator
+method and ``abort(request_id)``; the tests use a fake).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from typing import Any
+import os
+import threading
+from typing import Any, Coroutine, Sequence, TypeVar
 
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.sampling.memory import prompt_key
+from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationRequest
 from reinforce_ada.types import Completion, Prompt
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VLLMAsyncEngine"]
+__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead"]
 
 _INSTALL_HINT = "VLLMAsyncEngine needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
 
@@ -39,12 +63,104 @@ def _import_vllm():
     return vllm
 
 
+def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
+    """Whether ``error`` says the engine is dead: vLLM's ``EngineDeadError`` (matched by class name, so any vLLM
+    version and the tests' fakes agree), or any error from an engine whose ``errored`` flag is up."""
+    if any(cls.__name__ == "EngineDeadError" for cls in type(error).__mro__):
+        return True
+    return bool(getattr(engine, "errored", False))
+
+
+def _serialize(weights: list[tuple[str, Any]]) -> str:
+    """``weights`` as one ``torch.save`` blob in base64: vLLM forwards collective_rpc arguments from its engine-core
+    process to the workers by pickle, and the tensors it decoded there are not picklable ("cannot pickle memoryview
+    objects", vLLM 0.32); a string is. A copy of every weight per sync: fine for small models, slow for large ones."""
+    import base64
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _load_serialized_on_worker(worker: Any, blob: str, path: str) -> int:
+    """Run inside a vLLM worker (``collective_rpc``): decode :func:`_serialize`'s blob and load it by ``path``."""
+    import base64
+    import io
+
+    import torch
+
+    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
+
+    weights = torch.load(io.BytesIO(base64.b64decode(blob)), weights_only=True)
+    return load_weights_on_worker(worker, weights, path)
+
+
+class EngineLoop:
+    """A long-lived asyncio event loop in a daemon thread: :meth:`run` runs a coroutine there and waits for it."""
+
+    def __init__(self, name: str = "reinforce-ada-engine-loop"):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    @property
+    def closed(self) -> bool:
+        return self.loop.is_closed()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.loop.is_closed():
+            coro.close()
+            raise RuntimeError("the engine's event loop is closed (the engine was closed)")
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                coro.close()
+                raise RuntimeError("EngineLoop.run() was called from inside its own loop; await the coroutine")
+        except RuntimeError as err:
+            if "EngineLoop.run" in str(err):
+                raise
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        """Cancel what still runs on the loop, stop it and join the thread; idempotent."""
+        if self.loop.is_closed():
+            return
+
+        async def cancel_rest() -> None:
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel_rest(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
 class VLLMAsyncEngine:
-    """:class:`~reinforce_ada.sampling.streaming.AsyncEngine` over a vLLM ``AsyncLLM``."""
+    """:class:`~reinforce_ada.sampling.streaming.AsyncEngine` over a vLLM ``AsyncLLM``, with the event loop it lives
+    in (:meth:`run`); also a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (:meth:`generate`,
+    for evaluation) and a trainer backend (:meth:`load_weights`, :meth:`close`).
+
+    ``loop``: the :class:`EngineLoop` the engine lives in (``None``: a new one, owned and closed by :meth:`close`).
+    ``weight_sync``: the load path of :meth:`load_weights` (``direct`` or ``reload``, see
+    :mod:`~reinforce_ada.generation.vllm_weights`); ``owned_folder``: a temporary checkpoint folder removed by
+    :meth:`close`.
+    """
+
+    name = "vllm"
 
     def __init__(self, engine: Any, tokenizer: Any, *, max_tokens: int = 1024, temperature: float = 1.0,
                  top_p: float = 1.0, logprobs: bool = True, use_chat_template: bool = True,
-                 sampling_params_cls: Any = None):
+                 sampling_params_cls: Any = None, loop: EngineLoop | None = None, weight_sync: str = "reload",
+                 owned_folder: Any = None):
         if max_tokens <= 0 or temperature <= 0 or not 0 < top_p <= 1:
             raise ValueError("need max_tokens > 0, temperature > 0 and 0 < top_p <= 1")
         self.engine = engine
@@ -56,6 +172,10 @@ class VLLMAsyncEngine:
         self._prompt_ids: dict[str, list[int]] = {}
         self.num_aborted = 0
         self.num_completed = 0
+        self.weight_sync = weight_sync
+        self._owned_folder = owned_folder
+        self._owns_loop = loop is None
+        self.loop = loop if loop is not None else EngineLoop()
 
     @classmethod
     def from_model(cls, model_path: str, tokenizer: Any = None, **kwargs: Any) -> "VLLMAsyncEngine":
@@ -65,12 +185,108 @@ class VLLMAsyncEngine:
 
         own = {k: kwargs.pop(k) for k in ("max_tokens", "temperature", "top_p", "logprobs", "use_chat_template")
                if k in kwargs}
-        engine = AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(model=model_path, **kwargs))
+        for name in ("weight_sync", "owned_folder"):
+            if name in kwargs:
+                own[name] = kwargs.pop(name)
+        loop = EngineLoop()
+
+        async def build() -> Any:  # the engine's output handler is started in, and bound to, this loop
+            return AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(model=model_path, **kwargs))
+
+        try:
+            engine = loop.run(build())
+        except BaseException:
+            loop.close()
+            raise
         if tokenizer is None:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
-        return cls(engine, tokenizer, **own)
+        return cls(engine, tokenizer, loop=loop, **own)
+
+    @classmethod
+    def for_model(cls, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
+                  temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
+                  gpu_memory_utilization: float | None = None, dtype: str = "auto", max_model_len: int | None = None,
+                  weight_sync: str = "auto", enable_prefix_caching: bool = True, **engine_kwargs: Any,
+                  ) -> "VLLMAsyncEngine":
+        """The trainer's streaming backend: an ``AsyncLLM`` on ``model``'s checkpoint (or a copy written to a folder
+        this engine owns), with the platform's defaults of the colocated generator (RAM share 0.1 on the CPU, the
+        ``reload`` weight sync there, ``max_model_len`` from the model)."""
+        from reinforce_ada.generation.prompting import check_sampling_params
+        from reinforce_ada.generation.vllm import DEFAULT_MEMORY_SHARE, _current_platform
+        from reinforce_ada.generation.vllm_weights import servable_checkpoint, weight_sync_path
+
+        check_sampling_params(max_new_tokens, temperature, top_p)
+        platform = _current_platform(_import_vllm())
+        path = weight_sync_path(weight_sync, platform)
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
+        live = None if isinstance(model, (str, os.PathLike)) else model
+        if max_model_len is None and live is not None:
+            max_model_len = getattr(getattr(live, "config", None), "max_position_embeddings", None)
+        checkpoint, folder = servable_checkpoint(model, tokenizer, model_path)
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc of the weight loader
+        try:
+            return cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
+                                  owned_folder=folder, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
+                                  max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
+                                  **engine_kwargs)
+        except BaseException:
+            if folder is not None:
+                folder.cleanup()
+            raise
+
+    # -- the engine's loop ------------------------------------------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the engine's event loop and return its result (the streaming sampler's ``sample()``)."""
+        return self.loop.run(coro)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        """The synchronous :class:`~reinforce_ada.sampling.protocols.Generator`: every sample one request, all in
+        flight at once on the engine's loop."""
+        counter = self._calls = getattr(self, "_calls", 0) + 1
+
+        async def all_samples() -> list[list[Completion]]:
+            groups = [[self.complete(r.prompt, f"gen-{counter}-{i}-{j}") for j in range(r.num_samples)]
+                      for i, r in enumerate(requests)]
+            return [list(await asyncio.gather(*group)) for group in groups]
+
+        return self.run(all_samples())
+
+    def load_weights(self, model: Any) -> int:
+        """Push ``model``'s parameters into the engine (engine-core process, by :attr:`weight_sync`) and reset the
+        prefix cache; return how many were pushed."""
+        from reinforce_ada.generation.vllm_weights import named_weights
+
+        weights = [(name, tensor.detach().cpu()) for name, tensor in named_weights(model)]
+        blob = _serialize(weights)
+
+        async def push() -> None:
+            await self.engine.collective_rpc(_load_serialized_on_worker, args=(blob, self.weight_sync))
+            await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+        self.run(push())
+        return len(weights)
+
+    def close(self) -> None:
+        """Shut the engine down, stop its loop (when this wrapper owns it) and remove its folder; idempotent."""
+        engine = self.__dict__.pop("engine", None)
+        if engine is not None and callable(getattr(engine, "shutdown", None)):
+            if self.loop.closed:
+                engine.shutdown()
+            else:  # in its loop, so its output handler is cancelled before the engine core goes
+
+                async def shutdown() -> None:
+                    engine.shutdown()
+
+                self.loop.run(shutdown())
+        if self._owns_loop:
+            self.loop.close()
+        folder, self._owned_folder = self._owned_folder, None
+        if folder is not None:
+            folder.cleanup()
 
     def _params(self) -> Any:
         cls = self._sampling_params_cls
@@ -100,12 +316,16 @@ class VLLMAsyncEngine:
         try:
             async for output in self.engine.generate(inputs, self._params(), request_id):
                 final = output
-        except BaseException:
-            if final is None or not getattr(final, "finished", False):
+        except BaseException as err:
+            dead = isinstance(err, Exception) and is_engine_dead(err, self.engine)
+            if not dead and (final is None or not getattr(final, "finished", False)):
                 self.num_aborted += 1
                 result = self.engine.abort(request_id)
                 if inspect.isawaitable(result):
                     await result
+            if dead:
+                raise FatalGenerationError(f"the vLLM engine is dead ({type(err).__name__}: {err}); "
+                                           "it cannot serve another request") from err
             raise
         if final is None or not final.outputs:
             raise RuntimeError(f"vLLM returned no output for request {request_id}")

@@ -60,7 +60,9 @@ class AsyncEngine(Protocol):
 class StreamingSampler(PoolSampler):
     """Streaming adaptive sampling over an :class:`AsyncEngine` (see the module docstring).
 
-    ``sample(prompts)`` runs its own event loop; from async code use ``await sample_async(prompts)``.
+    ``sample(prompts)`` runs on the engine's own event loop when the engine has one (a ``run(coroutine)`` method,
+    e.g. :class:`~reinforce_ada.generation.vllm_async.VLLMAsyncEngine`, whose ``AsyncLLM`` is bound to the loop it
+    lives in), else in a new event loop per call; from async code use ``await sample_async(prompts)``.
     """
 
     scheduler_class = StreamingScheduler
@@ -85,6 +87,9 @@ class StreamingSampler(PoolSampler):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            run = getattr(self.engine, "run", None)
+            if callable(run):  # an engine that lives in its own loop: every step runs there
+                return run(self.sample_async(prompts))
             return asyncio.run(self._sample_and_close(prompts))
         raise RuntimeError("StreamingSampler.sample() was called inside a running event loop; "
                            "use `await sampler.sample_async(prompts)` there")

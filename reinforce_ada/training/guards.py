@@ -34,6 +34,11 @@ class StaleEngineError(RunStopped):
     disagree with the trainer's far beyond numerical noise)."""
 
 
+class GenerationStopped(RunStopped):
+    """The generator failed in a way another try cannot mend (a dead engine:
+    :class:`~reinforce_ada.sampling.protocols.FatalGenerationError`)."""
+
+
 _SIGNATURE_HINT = ("if the reward function expects the answer under another keyword, pass --verifier-answer-kwarg "
                    "NAME (TrainConfig.verifier_answer_kwarg)")
 
@@ -49,13 +54,18 @@ class WatchedVerifier:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
         try:
-            return self.verifier(prompts, completions)
+            answer = self.verifier(prompts, completions)
         except Exception as err:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError
 
                 self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
             raise
+        if self.first_error is None:  # a dict, a string, NaN, ... : scored as failures; remember why
+            from reinforce_ada.sampling.scoring import reward_problem
+
+            self.first_error = reward_problem(answer, len(completions))
+        return answer
 
     @property
     def stats(self) -> dict[str, int]:

@@ -27,7 +27,8 @@ from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
-from reinforce_ada.training.guards import RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
+from reinforce_ada.sampling.protocols import FatalGenerationError
+from reinforce_ada.training.guards import GenerationStopped, RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
 from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.run_data import data_fingerprint
 from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_run_folder, prepare_run_folder,
@@ -177,7 +178,11 @@ class Trainer:
             if self.nothing_to_do is not None:  # a finished run resumed with no more steps: nothing is written
                 logger.warning("%s", self.nothing_to_do)
                 return json.loads((self.output_dir / "summary.json").read_text())
-            return self._train()
+            try:
+                return self._train()
+            except FatalGenerationError as err:  # a dead engine: never retried, the run stops with the cause
+                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and was not retried: "
+                                        f"{' '.join(str(err).split())}") from err
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
             raise

@@ -94,19 +94,60 @@ def test_backends_are_checked_at_construction():
 
 
 # -- verifier misbehaviour -------------------------------------------------------------------------------------------
+@pytest.mark.fault("reward NaN / +inf / -inf", "a counted verifier failure (exit 3 under max_verifier_failure_rate)")
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
-def test_non_finite_rewards_are_rejected(bad):
+def test_non_finite_rewards_are_counted_failures(bad):
     generator = ScriptedGenerator({"p": [1.0, bad, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]})
-    with pytest.raises(VerifierError, match=r"reward=(nan|inf|-inf) for completion 1 of prompt 'p'"):
-        AdaptiveSampler(generator, ScriptedVerifier()).sample(make_prompts(["p"]))
+    batch = AdaptiveSampler(generator, ScriptedVerifier(), SamplerConfig(on_verifier_failure="drop")
+                            ).sample(make_prompts(["p"]))
+    pool = batch.pools["p"]
+    assert pool.num_verifier_failures == 1 and pool.count == pool.num_drawn - 1
+    assert all(math.isfinite(c.reward) for c in pool.completions)
 
 
-def test_reward_list_of_the_wrong_length_is_rejected():
+@pytest.mark.fault("reward list of the wrong length", "every completion a counted verifier failure")
+def test_reward_list_of_the_wrong_length_is_counted_failures():
     def short_verifier(prompts, completions):
         return [1.0] * (len(completions) - 1)
 
-    with pytest.raises(VerifierError, match="returned 7 rewards for 8 completions"):
-        AdaptiveSampler(ScriptedGenerator({}), short_verifier).sample(make_prompts(["p"]))
+    batch = AdaptiveSampler(ScriptedGenerator({}), short_verifier, SamplerConfig(on_verifier_failure="drop")
+                            ).sample(make_prompts(["p"]))
+    drawn = batch.pools["p"].num_drawn
+    assert drawn > 0 and batch.pools["p"].num_verifier_failures == drawn
+    assert batch.metrics["num_verifier_failures"] == drawn
+
+
+@pytest.mark.fault("reward function returns a dict / str / number / nested list",
+                   "every completion a counted verifier failure, never read as keys or characters")
+@pytest.mark.parametrize("answer", [
+    lambda n: {i: 1.0 for i in range(n)},
+    lambda n: "1" * n,
+    lambda n: 1.0,
+    lambda n: [[1.0]] * n,
+    lambda n: ["1.0"] * n,
+    lambda n: [complex(1, 0)] * n,
+], ids=["dict", "str", "number", "nested", "strings", "complex"])
+def test_rewards_that_are_not_a_list_of_real_numbers_are_counted_failures(answer):
+    def verifier(prompts, completions):
+        return answer(len(completions))
+
+    batch = AdaptiveSampler(ScriptedGenerator({}), verifier, SamplerConfig(on_verifier_failure="drop")
+                            ).sample(make_prompts(["p"]))
+    drawn = batch.pools["p"].num_drawn
+    assert drawn > 0 and batch.pools["p"].num_verifier_failures == drawn and batch.pools["p"].count == 0
+
+
+def test_rewards_as_an_array_bools_or_numpy_numbers_are_read_as_numbers():
+    import numpy as np
+
+    def verifier(prompts, completions):
+        n = len(completions)
+        return np.array([1.0] * n) if n > 1 else [np.float32(1.0)]
+
+    batch = AdaptiveSampler(ScriptedGenerator({}), verifier).sample(make_prompts(["p"]))
+    assert batch.pools["p"].num_verifier_failures == 0 and batch.pools["p"].mean == 1.0
+    batch = AdaptiveSampler(ScriptedGenerator({}), lambda p, c: [True] * len(c)).sample(make_prompts(["p"]))
+    assert batch.pools["p"].num_verifier_failures == 0 and batch.pools["p"].mean == 1.0
 
 
 def test_verifier_receives_each_completion_with_its_prompt():

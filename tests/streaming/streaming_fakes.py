@@ -76,7 +76,11 @@ class FakeOpenAIServer:
 
     ``plan(arrival_index, request_id, attempt)`` returns the action for each request: ``"ok"``, ``"500"``, ``"429"``,
     ``"400"``, ``"drop"`` (close the connection without answering), ``"timeout"`` (answer after ``slow_s``) or
-    ``"garbage"`` (200 with a body that is not JSON). The completion text is ``"<label>|<request id>"``.
+    ``"garbage"`` (200 with a body that is not JSON) or ``"hold"`` (never answer: wait until the server stops; the
+    attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time).
+    The completion text is ``"<label>|<sample name>"``: the request id for ``n=1``, ``"<request id>#<k>"`` for the
+    ``k``-th choice of an ``n``-request. A request asking for log-probs (``logprobs``) gets token ids (the text's
+    code points) and made-up log-probs (``-1/(position+1)``).
     """
 
     def __init__(self, plan: Callable[[int, str, int], str] = lambda i, rid, a: "ok", slow_s: float = 0.5,
@@ -90,6 +94,8 @@ class FakeOpenAIServer:
         self.actions: list[tuple[str, str]] = []
         self.served: Counter = Counter()
         self.bodies: dict[str, dict] = {}
+        self.held: Counter = Counter()
+        self.release = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -126,10 +132,25 @@ class FakeOpenAIServer:
                     return
                 if action == "timeout":
                     time.sleep(server.slow_s)
+                if action == "hold":
+                    with server.lock:
+                        server.held[request_id] += 1
+                    server.release.wait(30)
                 rate = server.pass_rates.get(body.get("prompt"), 0.5)
-                label = "1" if unit_hash("label", sample_name(request_id)) < rate else "0"
+                n = body.get("n", 1)
+                names = [request_id] if n == 1 else [f"{request_id}#{k}" for k in range(n)]
+                choices = []
+                for k, name in enumerate(names):
+                    label = "1" if unit_hash("label", sample_name(name)) < rate else "0"
+                    choice = {"index": k, "text": f"{label}|{name}", "finish_reason": "stop"}
+                    if body.get("logprobs") is not None:
+                        choice["token_ids"] = [ord(c) for c in choice["text"]]
+                        choice["logprobs"] = {"tokens": list(choice["text"]),
+                                              "token_logprobs": [-1 / (i + 1) for i in range(len(choice["text"]))]}
+                    choices.append(choice)
+                choices.reverse()  # the client must order choices by index, not by position
                 payload = {"id": request_id, "object": "text_completion", "model": body.get("model"),
-                           "choices": [{"index": 0, "text": f"{label}|{request_id}", "finish_reason": "stop"}]}
+                           "choices": choices}
                 try:
                     self._send(200, json.dumps(payload).encode())
                     with server.lock:
@@ -169,6 +190,7 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

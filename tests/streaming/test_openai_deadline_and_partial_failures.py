@@ -142,10 +142,10 @@ def one_doomed_sample():
     return plan
 
 
-def test_round_based_sampler_keeps_the_round_when_one_sample_exhausts_its_retries():
+def test_round_based_sampler_keeps_the_round_when_one_sample_exhausts_its_retries():  # one request per sample
     cfg = SamplerConfig(samples_per_round=4, max_rounds=1, group_size=2, exit_rule="once", generation_retries=0)
     with FakeOpenAIServer(one_doomed_sample(), pass_rates=RATES) as server:
-        client = OpenAICompletionsEngine(server.url, "m", timeout_s=5.0, max_attempts=2, backoff_s=0.001)
+        client = OpenAICompletionsEngine(server.url, "m", timeout_s=5.0, max_attempts=2, backoff_s=0.001, max_n=1)
         batch = AdaptiveSampler(client, text_verifier, cfg).sample(prompts())
     assert batch.generation_error is None
     assert batch.metrics["num_failed_samples"] == 1.0
@@ -161,7 +161,7 @@ def test_round_based_sampler_keeps_the_round_when_one_sample_exhausts_its_retrie
 def test_round_based_sampler_asks_again_for_the_failed_sample_only():
     cfg = SamplerConfig(samples_per_round=4, max_rounds=1, group_size=2, exit_rule="once", generation_retries=1)
     with FakeOpenAIServer(one_doomed_sample(), pass_rates=RATES) as server:
-        client = OpenAICompletionsEngine(server.url, "m", timeout_s=5.0, max_attempts=2, backoff_s=0.001)
+        client = OpenAICompletionsEngine(server.url, "m", timeout_s=5.0, max_attempts=2, backoff_s=0.001, max_n=1)
         batch = AdaptiveSampler(client, text_verifier, cfg).sample(prompts())
     assert batch.metrics["num_failed_samples"] == 0.0
     assert all(pool.num_drawn == 4 for pool in batch.pools.values())

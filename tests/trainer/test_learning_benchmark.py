@@ -73,6 +73,7 @@ def test_report_from_rows_by_hand():
     assert ada["best_lr"] == 1.0
     assert ada["per_lr"][1.0]["at_budget"] == [0.5, 0.5]
     assert ada["gain_vs_grpo_at_budget"] == pytest.approx([0.1, 0.08])
+    assert ada["gain_vs_grpo_final"] == pytest.approx([0.1, 0.08])  # per step: at GRPO's last step, paired by seed
     # GRPO's mean final accuracy 0.41 is reached by its mean curve at step 8 and by Ada's at 4 + 4 * 0.01 / 0.1
     assert ada["steps"]["grpo_steps"] == pytest.approx(8.0)
     assert ada["steps"]["steps"] == pytest.approx(4.4)
@@ -96,6 +97,8 @@ def test_a_strategy_run_for_more_steps_than_grpo_is_paired_on_its_own_steps():
     # mean curve 0.2, 0.25, 0.3, 0.425: GRPO's 0.4 at step 8 + 4 x 0.1 / 0.125, after GRPO's last step
     assert cheap["steps"]["steps"] == pytest.approx(11.2) and cheap["steps"]["grpo_steps"] == pytest.approx(8.0)
     assert cheap["steps"]["ratio"] == pytest.approx(1.4)
+    # per step it is compared at GRPO's last step (8), not at its own longer end
+    assert cheap["gain_vs_grpo_final"] == pytest.approx([-0.1, -0.1])
 
 
 @pytest.mark.slow
@@ -203,3 +206,24 @@ def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):
            "tokens): acc@B 0.004 ± 0.004" in out[0]
     assert out[1].startswith("arithmetic-mixed: stream-mixed-cap8-all - stream-mixed-cap8") and \
         "acc@B 0.004 ± 0.011" in out[1]
+
+
+def test_the_documented_ten_seed_figures_come_from_the_committed_json():
+    """README and docs/benchmarks.md ("Current model, seeds 0-9") quote these from
+    benchmarks/results/learning_results_seeds10.json."""
+    bench = load_benchmark()
+    docs = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = json.loads((docs / "learning_results_seeds10.json").read_text())["rows"]
+    report = bench.analyse("arithmetic", rows, {})
+    assert report["seeds"] == list(range(10)) and report["grpo_lr"] == 5e-4
+    expected = {"ada-balanced": ((-0.009, 0.024), (0.024, 0.022), 0.55, 0.35, 0.82),
+                "stream-mixed": ((-0.000, 0.025), (0.024, 0.019), 0.61, 0.50, 0.93)}
+    for strategy, (at_budget, final, ratio, low, high) in expected.items():
+        entry = report["strategies"][strategy]
+        assert entry["best_lr"] == 5e-4
+        for key, (gain, half) in (("gain_vs_grpo_at_budget", at_budget), ("gain_vs_grpo_final", final)):
+            mean, width = bench.t_interval(entry[key])
+            assert (round(mean, 3), round(width, 3)) == (gain, half), (strategy, key)
+        steps = entry["steps"]
+        assert (round(steps["ratio"], 2), round(steps["ratio_low"], 2), round(steps["ratio_high"], 2)) == \
+            (ratio, low, high), strategy

@@ -62,6 +62,43 @@ def test_a_reward_function_that_always_raises_stops_the_first_step_naming_it(tmp
     assert history[1]["step"] == 0 and history[1]["reason"] == message
 
 
+def _dict_rewards(prompts, completions):  # issue 20 defect 6: was read as its keys 0..n-1
+    return {i: 1.0 for i in range(len(completions))}
+
+
+def _str_rewards(prompts, completions):  # was read as one reward per character
+    return "1" * len(completions)
+
+
+def _nan_rewards(prompts, completions):  # was a VerifierError traceback, exit 1, no "stopped" event
+    return [float("nan")] * len(completions)
+
+
+def _inf_from_step_two(prompts, completions, calls=[]):
+    calls.append(1)
+    return [1.0 if len(calls) == 1 else -float("inf")] * len(completions)
+
+
+@pytest.mark.fault("reward function returns a dict, a str, NaN or -inf (always or from a later step)",
+                   "exit 3: RunStopped naming the cause, a 'stopped' event, nothing trained or saved")
+@pytest.mark.parametrize("verifier, step, cause", [
+    (_dict_rewards, 1, "verifier returned a dict"),
+    (_str_rewards, 1, "verifier returned a str"),
+    (_nan_rewards, 1, "reward=nan"),
+    (_inf_from_step_two, 2, "reward=-inf"),
+])
+def test_rewards_that_are_not_real_numbers_stop_the_run_naming_the_cause(tmp_path, verifier, step, cause):
+    trainer = Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 1}), **setup(verifier, evaluate=False))
+    with pytest.raises(RunStopped) as err:
+        trainer.train()
+    message = str(err.value)
+    assert message.startswith(f"step {step}: the verifier '{verifier.__name__}' could not score")
+    assert cause in message
+    history = [json.loads(x) for x in (tmp_path / "run" / "config_history.jsonl").read_text().splitlines()]
+    assert history[-1]["event"] == "stopped" and history[-1]["reason"] == message
+    assert len(step_lines(tmp_path / "run")) == step - 1
+
+
 def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path):
     trainer = Trainer(small_config(tmp_path / "run"), **setup(reward_fixtures.always_none))
     with pytest.raises(RunStopped, match=r"^held-out evaluation at step 0: the verifier 'always_none' could not "

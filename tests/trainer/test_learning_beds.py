@@ -1,0 +1,92 @@
+"""benchmarks/learning.py --bed and benchmarks/beds.py: a bed is a model shape + task + warm-started weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_learning_benchmark import load_benchmark
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bed", "no-such-bed"], "unknown bed 'no-such-bed'"),
+    (["--bed", "tiny-arithmetic", "--task", "arithmetic-mixed"], "is on task arithmetic; drop --task"),
+])
+def test_bad_bed_is_a_one_line_error(argv, message, capsys):
+    bench = load_benchmark()
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_bed_without_weights_names_the_command_that_makes_them(tmp_path, monkeypatch, capsys):
+    bench = load_benchmark()
+    import beds
+
+    monkeypatch.setattr(beds, "BEDS_DIR", tmp_path)  # an empty beds folder
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--bed", "h128x2-arithmetic"])
+    assert exit_info.value.code == 2
+    assert "python benchmarks/beds.py --make h128x2-arithmetic" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_the_bed_sets_the_task():
+    bench = load_benchmark()
+    assert bench.parse_args(["--bed", "tiny-arithmetic-mixed"]).task == ["arithmetic-mixed"]
+    assert bench.parse_args([]).task == ["arithmetic"] and bench.parse_args([]).bed is None
+
+
+TINY_RUN = ["--seeds", "0", "--steps", "2", "--eval-every", "1", "--lrs", "1e-3", "--strategies", "grpo",
+            "--eval-prompts", "4", "--bucket-prompts", "4", "--bucket-samples", "2", "--no-write"]
+
+
+@pytest.mark.slow
+def test_the_tiny_bed_runs_exactly_what_the_task_alone_runs(tmp_path):
+    """--bed tiny-arithmetic injects the package's start model: the same histories as --task arithmetic."""
+    bench = load_benchmark()
+    histories = []
+    for name, extra in (("task", ["--task", "arithmetic"]), ("bed", ["--bed", "tiny-arithmetic"])):
+        out = tmp_path / f"{name}.json"
+        assert bench.main(extra + TINY_RUN + ["--out", str(tmp_path / name), "--json", str(out)]) == 0
+        rows = json.loads(out.read_text())["rows"]
+        assert [(r["task"], r["strategy"]) for r in rows] == [("arithmetic", "grpo")]
+        histories.append(rows[0]["history"])
+    assert histories[0] == histories[1]
+    assert json.loads(bench.details_path(tmp_path / "bed.json").read_text())["args"]["bed"] == "tiny-arithmetic"
+
+
+@pytest.mark.slow
+def test_a_made_bed_is_fp16_of_its_shape_and_trains(tmp_path, monkeypatch):
+    bench = load_benchmark()
+    import beds
+    from safetensors import safe_open
+
+    monkeypatch.setattr(beds, "BEDS_DIR", tmp_path / "beds")
+    bed = beds.BEDS["h128x2-arithmetic"]
+    info = beds.make_bed(bed, max_steps=2)  # two warm-start steps: the plumbing, not a useful start
+    assert info["sft_steps"] == 2 and bed.has_weights()
+    config = json.loads((bed.folder / "config.json").read_text())
+    assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]) == (128, 2, 4)
+    with safe_open(str(bed.folder / "model.safetensors"), "pt") as weights:
+        assert {str(weights.get_tensor(k).dtype) for k in weights.keys()} == {"torch.float16"}
+    model, _ = beds.load_bed_model(bed)
+    assert next(model.parameters()).dtype.is_floating_point and str(next(model.parameters()).dtype) == "torch.float32"
+    out = tmp_path / "r.json"
+    assert bench.main(["--bed", bed.name] + TINY_RUN + ["--out", str(tmp_path / "runs"), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["rows"][0]["task"] == "arithmetic"
+
+
+def test_the_documented_bed_check_comes_from_the_committed_json():
+    """README and docs/benchmarks.md ("Beds") quote the h128x2-arithmetic check from its committed JSON."""
+    bench = load_benchmark()
+    from pathlib import Path
+
+    results = Path(bench.__file__).resolve().parent / "results"
+    rows = json.loads((results / "bed_h128x2_arithmetic.json").read_text())["rows"]
+    report = bench.analyse("arithmetic", rows, {})
+    n8 = report["strategies"]["grpo-n8"]
+    assert report["grpo_lr"] == 5e-4 and n8["best_lr"] == 5e-4 and report["seeds"] == [0, 1, 2, 3, 4]
+    mean, half = bench.t_interval(n8["gain_vs_grpo_final"])
+    assert (round(mean, 3), round(half, 3)) == (-0.001, 0.027)
