@@ -90,6 +90,8 @@ def _run_train(args: argparse.Namespace) -> int:
         summary = trainer.train()
     finally:  # shut a vLLM engine down and remove the folder it was built from, also when the run stops
         trainer.close()
+    if trainer.nothing_to_do is not None:
+        print(trainer.nothing_to_do)
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     if before is not None and after is not None:
         print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")

@@ -140,11 +140,6 @@ def test_train_resume_continues_the_run(home, in_home):
     assert steps == list(range(1, STEPS + 3)) and (run / f"checkpoint-{STEPS + 2}").is_dir()
 
 
-TRUST = ("resume semantics (issue 21 items 7-8) are the 'trust' branch's: the final evaluation of a finished run is "
-         "kept when it is extended, and a resume with nothing to do says so; not on main yet")
-
-
-@pytest.mark.xfail(strict=True, reason=TRUST)
 def test_extending_a_finished_run_keeps_its_final_evaluation(home, in_home):
     run = _resumed_copy(home)
     evaluations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
@@ -153,7 +148,6 @@ def test_extending_a_finished_run_keeps_its_final_evaluation(home, in_home):
     assert [STEPS, _summary(Path("runs/default"))["accuracy_after"]] in _summary(run)["accuracy_history"]
 
 
-@pytest.mark.xfail(strict=True, reason=TRUST)
 def test_resuming_a_finished_run_with_nothing_to_do_says_so_and_changes_nothing(home, in_home, capsys):
     run = _resumed_copy(home)
     before = {path: path.stat().st_mtime_ns for path in run.rglob("*")}

@@ -58,5 +58,11 @@ class PromptStream:
         return {"epoch": self.epoch, "position": self.position}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        """Continue at ``state``'s epoch and position; a position past this set's end (a tampered state, or one of
+        another prompt set) is a ValueError naming both."""
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if not 0 <= position <= len(self.prompts) or epoch < 0:
+            raise ValueError(f"the prompt stream's position {position} (epoch {epoch}) is outside this training set "
+                             f"of {len(self.prompts)} prompts")
+        self.epoch, self.position = epoch, position
         self._order = self._shuffle()

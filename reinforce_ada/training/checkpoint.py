@@ -2,10 +2,16 @@
 
 A ``checkpoint-{step}`` folder holds the weights (safetensors) and tokenizer under ``model/``, ``optimizer.pt``,
 ``scheduler.pt``, ``rng_state.pt`` (Python, numpy, torch and CUDA generators) and ``trainer_state.json`` (step, totals,
-accuracy history, the prompt stream's and the sampler's state, verifier counters, the config). :func:`save_checkpoint`
-writes it into a temporary folder and renames it into place, so a crash never leaves half a checkpoint under the final
-name. Which checkpoint a run may resume from, and whether its files are intact, is checked in
-:mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``load_checkpoint_file``, ``read_trainer_state``).
+accuracy history, the prompt stream's and the sampler's state, verifier counters, the training data's fingerprint,
+the config) and ``manifest.json`` (the size and SHA-256 of every other file, written last). :func:`save_checkpoint`
+writes it into a temporary folder, makes it durable (fsync), and only then moves it into place; a checkpoint it
+replaces is renamed aside first and deleted last, so a kill at any moment leaves a complete checkpoint under its final
+name (or aside, where the next start puts it back: :func:`reinforce_ada.training.run_folder.recover_checkpoints`).
+A finished run's final evaluation is added afterwards as ``final_evaluation.pt`` (its accuracy and the RNG state
+after it), listed in the manifest once written: a finished run that is extended keeps that evaluation and continues
+exactly as an uninterrupted longer run would. Which checkpoint a run may resume from, and whether its files are intact,
+is checked in :mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``check_manifest``,
+``load_checkpoint_file``, ``read_trainer_state``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from reinforce_ada.training.run_folder import checkpoints, load_checkpoint_file, read_trainer_state
+from reinforce_ada.training.run_folder import (FINAL_EVALUATION, MANIFEST, checkpoints, file_sha256, listed_files,
+                                               load_checkpoint_file, read_trainer_state, unusable, write_atomic)
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +38,11 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 
 
 def save_checkpoint(output_dir: Path, step: int, write: Callable[[Path, list[Path]], None]) -> Path:
-    """Write ``checkpoint-{step}`` atomically: ``write(folder, written)`` fills a temporary folder, which is then
-    renamed into place. A failed write (e.g. disk full) removes the temporary folder and names the file it was
-    writing (the last path ``write`` appended to ``written``)."""
+    """Write ``checkpoint-{step}`` so that a kill at any moment leaves a complete checkpoint: ``write(folder,
+    written)`` fills a temporary folder, its manifest is written and everything fsynced, then it is renamed into
+    place (a checkpoint of the same step is renamed aside first and deleted after). A failed write (e.g. disk full)
+    removes the temporary folder and names the file it was writing (the last path ``write`` appended to
+    ``written``)."""
     final = output_dir / f"checkpoint-{step}"
     tmp = output_dir / f".tmp-checkpoint-{step}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -41,15 +50,74 @@ def save_checkpoint(output_dir: Path, step: int, write: Callable[[Path, list[Pat
     written: list[Path] = [tmp / "model"]
     try:
         write(tmp, written)
+        written.append(tmp / MANIFEST)
+        write_manifest(tmp)
     except (OSError, RuntimeError) as err:  # a full disk surfaces as RuntimeError from torch.save
         shutil.rmtree(tmp, ignore_errors=True)
         raise OSError(f"could not write {final.name} in {output_dir}: writing {written[-1].name} failed: "
                       f"{err}") from err
+    aside = output_dir / f".old-checkpoint-{step}-{os.getpid()}"
     if final.exists():
-        shutil.rmtree(final)
+        os.replace(final, aside)  # never delete the only complete copy before the new one is in place
     os.replace(tmp, final)
+    fsync_dir(output_dir)
+    shutil.rmtree(aside, ignore_errors=True)
     logger.info("saved %s", final)
     return final
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(folder: Path) -> None:
+    """fsync every file of the checkpoint in ``folder`` and write ``manifest.json`` listing their sizes and SHA-256
+    (read back by :func:`reinforce_ada.training.run_folder.check_manifest`)."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
+        with path.open("rb") as fh:
+            os.fsync(fh.fileno())
+        files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    with (folder / MANIFEST).open("w") as fh:
+        fh.write(json.dumps({"files": files}, indent=1))
+        fh.flush()
+        os.fsync(fh.fileno())
+    for sub in {p.parent for p in folder.rglob("*")} | {folder}:
+        fsync_dir(sub)
+
+
+def add_final_evaluation(checkpoint: Path, accuracy: float, verifier_stats: dict[str, int]) -> None:
+    """Record a finished run's final evaluation in its last checkpoint: ``final_evaluation.pt`` (the accuracy, the
+    RNG state after the evaluation and the verifier's counters), then the manifest rewritten to list it (atomically:
+    a kill in between leaves a file the manifest does not list, which is ignored and the evaluation done again)."""
+    import torch
+
+    path = checkpoint / FINAL_EVALUATION
+    tmp = checkpoint / f".{FINAL_EVALUATION}.tmp-{os.getpid()}"
+    torch.save({"accuracy": float(accuracy), "rng": rng_state(), "verifier_stats": dict(verifier_stats)}, tmp)
+    with tmp.open("rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    manifest = json.loads((checkpoint / MANIFEST).read_text())
+    manifest["files"][FINAL_EVALUATION] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    write_atomic(checkpoint / MANIFEST, json.dumps(manifest, indent=1))
+    fsync_dir(checkpoint)
+
+
+def load_final_evaluation(checkpoint: Path) -> dict[str, Any] | None:
+    """The final evaluation :func:`add_final_evaluation` recorded in ``checkpoint``, or ``None`` (a checkpoint
+    written mid-run, or one whose run was killed before its final evaluation was recorded)."""
+    import torch
+
+    if FINAL_EVALUATION not in listed_files(checkpoint):
+        return None
+    return load_checkpoint_file(checkpoint, checkpoint / FINAL_EVALUATION,
+                                lambda p: torch.load(p, weights_only=True))
 
 
 def write_checkpoint(folder: Path, written: list[Path], model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
@@ -113,6 +181,7 @@ def load_weights(model: Any, checkpoint: Path, lora: bool) -> None:
     state: dict[str, Any] = {}
     for f in files:
         state.update(load_checkpoint_file(checkpoint, f, lambda path: load_file(str(path))))
+    check_tensors(checkpoint, state, model.state_dict(), lora)
     if lora:
         from peft import set_peft_model_state_dict
 
@@ -125,6 +194,22 @@ def load_weights(model: Any, checkpoint: Path, lora: bool) -> None:
             raise RuntimeError(f"checkpoint {checkpoint} does not match the model: missing {missing[:5]}, "
                                f"unexpected {unexpected[:5]}")
     logger.info("resumed weights from %s", checkpoint)
+
+
+def check_tensors(checkpoint: Path, state: dict[str, Any], expected: dict[str, Any], lora: bool) -> None:
+    """Every tensor of a checkpoint finite and shaped as the model's own (a wrong shape or a NaN is named, with the
+    checkpoint that holds it, instead of a traceback or a run that trains on NaN)."""
+    import torch
+
+    for name, tensor in state.items():
+        target = expected.get(name)
+        if lora and target is None:  # peft names adapters without the adapter's name; shapes checked by peft
+            target = next((v for k, v in expected.items() if k.replace(".default", "") == name), None)
+        if target is not None and tuple(tensor.shape) != tuple(target.shape):
+            raise unusable(checkpoint, f"tensor {name} has shape {tuple(tensor.shape)} but the model's is "
+                                       f"{tuple(target.shape)}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise unusable(checkpoint, f"tensor {name} holds NaN or infinite values")
 
 
 def load_training_state(checkpoint: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:

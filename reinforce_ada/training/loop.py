@@ -29,10 +29,14 @@ from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.training.guards import GenerationStopped, RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
 from reinforce_ada.training.preflight import check_train_inputs
-from reinforce_ada.training.run_folder import check_run_folder, prepare_run_folder, record_event, write_atomic
+from reinforce_ada.training.run_data import data_fingerprint
+from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_run_folder, prepare_run_folder,
+                                               read_trainer_state, record_event, recover_checkpoints, unusable,
+                                               write_atomic)
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import FatalGenerationError
-from reinforce_ada.training.checkpoint import (jsonable, load_training_state, load_weights, save_checkpoint,
+from reinforce_ada.training.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation,
+                                               load_training_state, load_weights, save_checkpoint, set_rng_state,
                                                write_checkpoint)
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
                                           resolve_device, seed_everything, wrap_lora)
@@ -67,7 +71,22 @@ class Trainer:
         elif cfg.model == "tiny":
             torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more threads
         self.output_dir = Path(cfg.output_dir)
-        # Refuse a folder holding another run, validate the checkpoint to resume from; nothing is created yet.
+        # One writer per run folder, for the run's life (released by train() and close()); a failed start releases
+        # it and leaves no folder it created.
+        self._lock = RunLock(self.output_dir)
+        try:
+            self._build(model, tokenizer, train_prompts, eval_prompts, verifier, generator)
+        except BaseException:
+            self._lock.release(remove_if_unused=True)
+            raise
+
+    def _build(self, model: Any, tokenizer: Any, train_prompts: Sequence[Prompt] | None,
+               eval_prompts: Sequence[Prompt] | None, verifier: Any, generator: Any) -> None:
+        import torch
+
+        cfg = self.config
+        recover_checkpoints(self.output_dir)  # a checkpoint a kill left aside while replacing it
+        # Refuse a folder holding another run, validate the checkpoint to resume from; nothing else is created yet.
         self.resume_from, self._resume_changes = check_run_folder(cfg)
         seed_everything(cfg.seed)
         self.warm_start_info: dict[str, Any] = {}
@@ -80,6 +99,8 @@ class Trainer:
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
+        self.data_fingerprint = data_fingerprint(self.stream.prompts)
+        self._data_changed = self.resume_from is not None and self._check_data(self.resume_from)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
         if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
             raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
@@ -92,6 +113,9 @@ class Trainer:
             raise ValueError("a model was given without its tokenizer")
         if cfg.lora:
             model = wrap_lora(cfg, model)
+        # The KL term's reference is the start model: copied before a resume loads the checkpoint's weights (a
+        # copy of the resumed weights would anchor the KL to the checkpoint, not to where the run started).
+        self.ref_model = reference_model(cfg, model) if cfg.kl_coef > 0 else None
         if self.resume_from is not None:
             load_weights(model, self.resume_from, cfg.lora)
         self.model, self.tokenizer = model, tokenizer
@@ -100,7 +124,8 @@ class Trainer:
                              lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template))  # not cached: memory
         if next(model.parameters()).device != self.device:
             model.to(self.device)
-        self.ref_model = reference_model(cfg, model) if cfg.kl_coef > 0 else None
+            if self.ref_model is not None:
+                self.ref_model.to(self.device)
 
         self.generator = generator if generator is not None else make_generator(cfg, model, tokenizer)
         self.sampler = build_sampler(cfg.sampler_config(), self.generator, self.verifier)
@@ -114,8 +139,30 @@ class Trainer:
         self.totals = {"samples": 0, "tokens": 0, "optimizer_steps": 0, "wall_seconds": 0.0}
         self.accuracy_before: float | None = None
         self.accuracy_history: list[tuple[int, float]] = []
+        self.final_evaluation: dict[str, Any] | None = None  # recorded in the checkpoint a finished run resumes
+        self._resumed_step: int | None = None
+        self.nothing_to_do: str | None = None  # why a resumed run has nothing to do (it changes nothing then)
         if self.resume_from is not None:
             self._load_training_state(self.resume_from)
+
+    def _check_data(self, checkpoint: Path) -> bool:
+        """Whether the training prompts differ from those ``checkpoint`` was trained on (its fingerprint: row count
+        and SHA-256); refused unless ``force_resume_changes``, which records the change. Checked before anything
+        in the folder is rewritten."""
+        saved = read_trainer_state(checkpoint).get("data")
+        if saved is None or saved == self.data_fingerprint:  # a checkpoint from before fingerprints: not checked
+            return False
+        source = self.config.data or f"task {self.config.task}"
+        change = (f"the training data ({source}) is not what {checkpoint} was trained on: {saved['rows']} rows with "
+                  f"SHA-256 {saved['sha256'][:12]}... then, {self.data_fingerprint['rows']} rows with SHA-256 "
+                  f"{self.data_fingerprint['sha256'][:12]}... now")
+        if not self.config.force_resume_changes:
+            raise RunFolderError(f"--resume: {change}; put the original data back, pass --force-resume-changes to "
+                                 f"continue on the new data (recorded in config_history.jsonl), or use another "
+                                 f"--output-dir")
+        logger.warning("--force-resume-changes: %s", change)
+        self._resume_changes = {**self._resume_changes, "data": (saved, self.data_fingerprint)}
+        return True
 
     def _load_data(self) -> tuple[list[Prompt], list[Prompt], Any]:
         """Train prompts, held-out prompts and verifier from the config (the built-in task is kept for the warm
@@ -130,6 +177,9 @@ class Trainer:
         generator that cannot serve another request (:class:`~reinforce_ada.sampling.protocols.FatalGenerationError`,
         e.g. a dead vLLM engine), which the CLI then ends with exit 3 and the one-line cause."""
         try:
+            if self.nothing_to_do is not None:  # a finished run resumed with no more steps: nothing is written
+                logger.warning("%s", self.nothing_to_do)
+                return json.loads((self.output_dir / "summary.json").read_text())
             try:
                 return self._train()
             except FatalGenerationError as err:  # a dead engine: never retried, the run stops with the cause
@@ -138,6 +188,8 @@ class Trainer:
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
             raise
+        finally:
+            self._lock.release()
 
     def _train(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -145,7 +197,8 @@ class Trainer:
         cfg = self.config
         prepare_run_folder(cfg, self.step, self._resume_changes, resuming=self.resume_from is not None)
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg),
-                               resume_step=self.step if self.resume_from is not None else None)
+                               resume_step=self.step if self.resume_from is not None else None,
+                               keep_final_evaluation=self.final_evaluation is not None)
         if self.accuracy_before is None and self.eval_prompts:
             self.accuracy_before = self.evaluate()
             self.accuracy_history.append((0, self.accuracy_before))
@@ -169,15 +222,22 @@ class Trainer:
                     self.save_checkpoint()
         finally:
             progress.close()
-        # Checkpoint before the final evaluation, so a run resumed from here continues exactly as an
-        # uninterrupted one would (evaluation draws from the same RNG as sampling).
-        self.save_checkpoint()
         accuracy_after = None
-        if self.eval_prompts:
-            accuracy_after = self.evaluate()
-            self.accuracy_history.append((self.step, accuracy_after))
-            writer.write({"step": self.step, "eval/accuracy": accuracy_after,
-                          "total_samples": self.totals["samples"]})
+        if self.step == self._resumed_step and self.final_evaluation is not None:
+            accuracy_after = self.final_evaluation["accuracy"]  # killed after its final evaluation: already there
+        else:
+            # Checkpoint before the final evaluation (evaluation draws from the same RNG as sampling), so a run
+            # resumed from here continues exactly as an uninterrupted one would; a checkpoint resumed at this very
+            # step is already on disk and is not rewritten.
+            checkpoint = (self.resume_from if self.step == self._resumed_step and self.resume_from is not None
+                          else self.save_checkpoint())
+            if self.eval_prompts:
+                accuracy_after = self.evaluate()
+                self.accuracy_history.append((self.step, accuracy_after))
+                writer.write({"step": self.step, "eval/accuracy": accuracy_after,
+                              "total_samples": self.totals["samples"]})
+                # ... and the evaluation with the RNG state after it, for a run that extends this one
+                add_final_evaluation(checkpoint, accuracy_after, self._verifier_counters())
         writer.close()
         summary = self.summary(accuracy_after)
         write_atomic(self.output_dir / "summary.json", json.dumps(summary, indent=2))
@@ -279,8 +339,9 @@ class Trainer:
         return counts.accuracy
 
     def close(self) -> None:
-        """Release the generator (a vLLM engine and the checkpoint folder it was built from); the trainer cannot
-        sample afterwards."""
+        """Release the generator (a vLLM engine and the checkpoint folder it was built from) and the run folder;
+        the trainer cannot sample afterwards."""
+        self._lock.release()
         if callable(getattr(self.generator, "close", None)):
             self.generator.close()
 
@@ -289,12 +350,16 @@ class Trainer:
         """Write ``checkpoint-{step}`` atomically (see :func:`reinforce_ada.training.checkpoint.save_checkpoint`)."""
         return save_checkpoint(self.output_dir, self.step, self._write_checkpoint)
 
+    def _verifier_counters(self) -> dict[str, int]:
+        return {k: v + self._verifier_offset.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
+
     def _write_checkpoint(self, folder: Path, written: list[Path]) -> None:
-        counters = {k: v + self._verifier_offset.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
+        counters = self._verifier_counters()
         state = {"step": self.step, "totals": self.totals, "accuracy_before": self.accuracy_before,
                  "accuracy_history": self.accuracy_history, "stream": self.stream.state_dict(),
                  "sampler": jsonable(self.sampler.state_dict()), "warm_start": self.warm_start_info,
-                 "verifier_stats": counters, "config": asdict(self.config)}
+                 "verifier_stats": counters, "data": self.data_fingerprint,
+                 "config": asdict(self.config)}
         write_checkpoint(folder, written, self.model, self.tokenizer, self.optimizer, self.scheduler, state)
 
     def _load_training_state(self, checkpoint: Path) -> None:
@@ -304,6 +369,26 @@ class Trainer:
         self.accuracy_before = state["accuracy_before"]
         self.accuracy_history = [tuple(x) for x in state["accuracy_history"]]
         self.warm_start_info = state.get("warm_start", self.warm_start_info)
-        self.stream.load_state_dict(state["stream"])
+        stream = dict(state["stream"])
+        if self._data_changed:  # forced onto other data: the old order means nothing; a new epoch starts
+            stream["position"] = min(stream["position"], len(self.stream.prompts))
+        try:
+            self.stream.load_state_dict(stream)
+        except ValueError as err:
+            raise unusable(checkpoint, f"{checkpoint / 'trainer_state.json'}: {err}") from None
         self.sampler.load_state_dict(state["sampler"])
         self._verifier_offset = dict(state.get("verifier_stats", {}))
+        self._resumed_step = self.step
+        self.final_evaluation = load_final_evaluation(checkpoint)
+        cfg = self.config
+        if self.final_evaluation is None:
+            return
+        if self.step >= cfg.max_steps and (self.output_dir / "summary.json").exists():
+            self.nothing_to_do = (f"nothing to do: {self.output_dir} is already at step {self.step} (max_steps "
+                                  f"{cfg.max_steps}) and finished; give a larger --max-steps to extend it")
+            return
+        self.accuracy_history.append((self.step, self.final_evaluation["accuracy"]))
+        if cfg.eval_steps and self.step % cfg.eval_steps == 0 and self.step < cfg.max_steps and self.eval_prompts:
+            # an uninterrupted longer run evaluates at this step too: continue from the RNG state after it
+            set_rng_state(self.final_evaluation["rng"])
+            self._verifier_offset = dict(self.final_evaluation["verifier_stats"])

@@ -13,10 +13,11 @@ from reinforce_ada.training.run_folder import truncate_metrics
 class MetricsWriter:
     """metrics.jsonl always; tensorboard or wandb on request."""
 
-    def __init__(self, folder: Path, report_to: str, config: dict[str, Any], resume_step: int | None = None):
+    def __init__(self, folder: Path, report_to: str, config: dict[str, Any], resume_step: int | None = None,
+                 keep_final_evaluation: bool = False):
         self.path = folder / "metrics.jsonl"
         if resume_step is not None:  # drop lines written after the checkpoint (atomically)
-            truncate_metrics(self.path, resume_step)
+            truncate_metrics(self.path, resume_step, keep_final_evaluation)
         elif self.path.exists():
             self.path.unlink()
         self._tb = self._wandb = None

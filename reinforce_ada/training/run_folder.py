@@ -10,12 +10,19 @@
 - :func:`prepare_run_folder` runs when training starts (so a failed start leaves no empty folder): it deletes the old
   run for ``overwrite``, removes stale ``.tmp-checkpoint-*`` folders of killed runs, and appends the start (or the
   resume and its changed settings) to ``config_history.jsonl``; a run that stops adds why (:func:`record_event`).
+- :class:`RunLock` makes one process the only writer of a run folder for the run's life (``fcntl.flock`` on
+  ``.lock`` in the folder); a second one is refused with the holder's PID. :func:`recover_checkpoints` puts back a
+  checkpoint a kill left renamed aside while it was being replaced.
+- :func:`check_manifest` checks every file a checkpoint's ``manifest.json`` lists (size and SHA-256): a bit flip or a
+  file from another checkpoint is refused by name.
 - :func:`truncate_metrics` cuts ``metrics.jsonl`` back to a checkpoint's step atomically (temporary file + rename).
 - :func:`write_atomic` writes a file through a temporary file and names the file in any error (disk full, ...).
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
 import os
@@ -42,6 +49,17 @@ or how work is chunked, not what it learns. Changes are still recorded in ``conf
 
 _RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "output_dir"})
 """How a run was started, not a setting of the run: never compared or recorded as a change."""
+
+
+MANIFEST = "manifest.json"
+"""In each checkpoint: the size and SHA-256 of every other file, written last (see :func:`check_manifest`)."""
+
+FINAL_EVALUATION = "final_evaluation.pt"
+"""In a finished run's last checkpoint: its final evaluation and the RNG state after it (see
+:func:`reinforce_ada.training.checkpoint.add_final_evaluation`)."""
+
+LOCK = ".lock"
+"""The run folder's lock file (see :class:`RunLock`); never deleted, so that its lock is always on one file."""
 
 
 class RunFolderError(UserError, ValueError):
@@ -89,7 +107,74 @@ def run_entries(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     named = [folder / name for name in RUN_FILES if (folder / name).exists() and _written_by_a_run(folder / name)]
-    return named + sorted(folder.glob("checkpoint-*")) + sorted(folder.glob(".tmp-checkpoint-*"))
+    return (named + sorted(folder.glob("checkpoint-*")) + sorted(folder.glob(".tmp-checkpoint-*"))
+            + sorted(folder.glob(".old-checkpoint-*")))
+
+
+class RunLock:
+    """An exclusive ``fcntl.flock`` on ``folder/.lock``, held while a run uses the folder (released by
+    :meth:`release` or when the process ends, however it ends). A folder another process (or another trainer of
+    this one) holds is refused with the holder's PID; nothing is written into the lock file, so taking it changes
+    no file of a run."""
+
+    def __init__(self, folder: Path):
+        import fcntl
+
+        if folder.exists() and not folder.is_dir():
+            raise RunFolderError(f"output_dir {folder} is a file, not a folder")
+        self.folder = folder
+        self.created_folder = not folder.exists()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / LOCK
+        self.created_lock = not path.exists()
+        self._fh = path.open("a")
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            self._fh.close()
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = lock_holder(path)
+            raise RunFolderError(f"{folder} is in use by another training run ({holder} holds {path}); wait for it to "
+                                 f"finish or choose another --output-dir") from None
+
+    def release(self, remove_if_unused: bool = False) -> None:
+        """Unlock; with ``remove_if_unused`` (a failed start) the lock file this lock created goes when the folder
+        holds no run, and the folder too when this lock created it and nothing else is in it."""
+        if self._fh.closed:
+            return
+        if remove_if_unused and self.created_lock and not run_entries(self.folder):
+            (self.folder / LOCK).unlink(missing_ok=True)
+            if self.created_folder and not any(self.folder.iterdir()):
+                self.folder.rmdir()
+        self._fh.close()  # closing the file releases the flock
+
+
+def lock_holder(path: Path) -> str:
+    """``process PID`` for the process holding a flock on ``path`` (from ``/proc/locks``, Linux), else ``another
+    process``."""
+    try:
+        inode = path.stat().st_ino
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+                return f"process {fields[4]}"
+    except OSError:
+        pass
+    return "another process"
+
+
+def recover_checkpoints(folder: Path) -> None:
+    """Put back ``checkpoint-N`` from ``.old-checkpoint-N-*``, left by a kill while it was being replaced (the new
+    copy never reached its name); an aside copy whose checkpoint is in place is deleted."""
+    for aside in sorted(folder.glob(".old-checkpoint-*")):
+        step = aside.name[len(".old-checkpoint-"):].split("-")[0]
+        final = folder / f"checkpoint-{step}"
+        if final.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(aside, final)
+            logger.warning("put back %s (a run was killed while replacing it)", final)
 
 
 # -- checkpoints ---------------------------------------------------------------------------------------------------
@@ -119,8 +204,49 @@ def read_trainer_state(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def listed_files(checkpoint: Path) -> dict[str, dict[str, Any]]:
+    """The files ``manifest.json`` lists (``{}`` for a checkpoint written before manifests)."""
+    path = checkpoint / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        files = json.loads(path.read_text())["files"]
+        if not isinstance(files, dict):
+            raise ValueError("files is not an object")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{path} is not a checkpoint manifest: {err}") from None
+    return files
+
+
+def check_manifest(checkpoint: Path) -> None:
+    """Every file the manifest lists is present with its size and SHA-256: a bit-flipped file, or one copied from
+    another checkpoint, is named. A checkpoint written before manifests is accepted with a warning."""
+    files = listed_files(checkpoint)
+    if not files:
+        logger.warning("%s has no %s (written by an earlier version): its files cannot be checked", checkpoint,
+                       MANIFEST)
+        return
+    for name, entry in files.items():
+        path = checkpoint / name
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing (listed in {checkpoint / MANIFEST})")
+        if path.stat().st_size != entry.get("bytes") or file_sha256(path) != entry.get("sha256"):
+            raise CheckpointError(f"{path} is not the file this checkpoint wrote (its size or SHA-256 differs "
+                                  f"from {checkpoint / MANIFEST}): damaged, or copied from another checkpoint")
+
+
 def check_checkpoint_files(checkpoint: Path) -> dict[str, Any]:
-    """The checks that need no model: trainer state, the other files present, safetensors headers readable."""
+    """The checks that need no model: every file as the manifest lists it, trainer state, the other files present,
+    safetensors headers readable."""
+    check_manifest(checkpoint)
     state = read_trainer_state(checkpoint)
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pt"):
         if not (checkpoint / name).is_file():
@@ -212,15 +338,17 @@ def check_metrics_agree(folder: Path, checkpoint: Path, state: dict[str, Any]) -
                               f"says {at_step[-1].get('total_samples')}: they are not from the same run")
 
 
-def truncate_metrics(path: Path, step: int) -> None:
+def truncate_metrics(path: Path, step: int, keep_final_evaluation: bool = False) -> None:
     """Keep the lines of steps before ``step`` and ``step``'s own training line; atomically.
 
-    A standalone evaluation line at ``step`` (the final evaluation of a run killed after it) is dropped: the resumed
-    run evaluates again from the same RNG state and writes it once.
+    A standalone evaluation line at ``step`` (the final evaluation of a run killed after it) is dropped -- the
+    resumed run evaluates again from the same RNG state and writes it once -- unless the checkpoint recorded that
+    evaluation (``keep_final_evaluation``: a finished run being extended keeps it).
     """
     if not path.exists():
         return
-    kept = [r for r in read_metrics_lines(path) if r["step"] < step or (r["step"] == step and is_step_record(r))]
+    kept = [r for r in read_metrics_lines(path)
+            if r["step"] < step or (r["step"] == step and (is_step_record(r) or keep_final_evaluation))]
     write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
 
 
@@ -335,7 +463,7 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
                 entry.unlink()
         logger.info("--overwrite: deleted the previous run in %s", folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob(".tmp-checkpoint-*"):
+    for stale in [*folder.glob(".tmp-checkpoint-*"), *folder.glob(".old-checkpoint-*")]:
         shutil.rmtree(stale, ignore_errors=True)
         logger.info("removed %s, left by a run that was killed while saving", stale)
     values = asdict(config)

@@ -327,11 +327,11 @@ def test_resume_of_a_folder_with_a_run_but_no_checkpoint_is_refused(tmp_path):
 def test_a_run_that_appears_while_this_one_starts_is_not_touched(tmp_path):
     out = tmp_path / "run"
     trainer = Trainer(small_config(out), **setup())
-    out.mkdir()
-    (out / "metrics.jsonl").write_text("another run's line\n")  # e.g. a second process, started at the same time
+    # e.g. a process that does not take the folder's lock (an older version), started at the same time
+    (out / "metrics.jsonl").write_text("another run's line\n")
     with pytest.raises(RunFolderError, match="now holds a run .*metrics.jsonl.* nothing was written"):
         trainer.train()
-    assert [p.name for p in out.iterdir()] == ["metrics.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "metrics.jsonl"]
     assert (out / "metrics.jsonl").read_text() == "another run's line\n"
 
 
@@ -400,7 +400,7 @@ def test_resume_keeps_metrics_continuous_and_verifier_counters_cumulative(tmp_pa
     (tmp_path / "b" / ".tmp-checkpoint-7-123").mkdir()  # left by a run killed while saving
     Trainer(small_config(tmp_path / "b", max_steps=3, resume=True), **setup(CountingVerifier())).train()
     assert not list((tmp_path / "b").glob(".tmp-checkpoint-*"))
-    assert [r["step"] for r in metric_lines(tmp_path / "b")] == [0, 1, 2, 3, 3]
+    assert [r["step"] for r in metric_lines(tmp_path / "b")] == [0, 1, 2, 2, 3, 3]  # b's final evaluation kept
     counts = lambda folder: [r["verifier/completions"] for r in step_lines(folder)]  # noqa: E731
     assert counts(tmp_path / "b") == counts(tmp_path / "a")
     assert counts(tmp_path / "b")[2] > counts(tmp_path / "b")[1]
@@ -421,6 +421,14 @@ def test_a_tampered_checkpoint_step_is_refused_and_nothing_is_truncated(tmp_path
     state_file = out / "checkpoint-2" / "trainer_state.json"
     state_file.write_text(state_file.read_text().replace('"step": 2', '"step": -5', 1))
     first = snapshot(out)
+    with pytest.raises(CheckpointError, match=r"trainer_state.json is not the file this checkpoint wrote \(its size "
+                                              r"or SHA-256 differs .*manifest.json\).*no earlier intact checkpoint"):
+        Trainer(small_config(out, resume=True, max_steps=3), **setup())
+    assert snapshot(out) == first
+    from reinforce_ada.training.checkpoint import write_manifest
+
+    write_manifest(out / "checkpoint-2")  # a checkpoint written so by a faulty writer: its fields are checked too
+    first = snapshot(out)
     with pytest.raises(CheckpointError, match=r"trainer_state.json: step must be an integer >= 0 \(got -5\); there "
                                               r"is no earlier intact checkpoint"):
         Trainer(small_config(out, resume=True, max_steps=3), **setup())
@@ -434,12 +442,13 @@ def test_a_corrupt_latest_checkpoint_is_named_with_the_previous_intact_one(tmp_p
     with pytest.raises(CheckpointError) as err:
         Trainer(small_config(out, max_steps=4, resume=True), **setup())
     message = str(err.value)
-    assert "checkpoint-3/model/model.safetensors is not a readable safetensors file" in message
+    assert "checkpoint-3/model/model.safetensors is not the file this checkpoint wrote" in message
     assert f"the previous intact checkpoint is {out / 'checkpoint-2'}" in message and "step 2" in message
 
     (out / "checkpoint-3").rename(tmp_path / "bad-checkpoint-3")  # the suggested fix
     torch.save({"not": "an optimizer state"}, out / "checkpoint-2" / "optimizer.pt")
-    with pytest.raises(CheckpointError, match=r"checkpoint-2/optimizer.pt could not be loaded .*previous intact "
+    with pytest.raises(CheckpointError, match=r"checkpoint-2/optimizer.pt is not the file this checkpoint wrote.*"
+                                              r"previous intact "
                                               r"checkpoint is .*checkpoint-1"):
         Trainer(small_config(out, max_steps=4, resume=True), **setup())
 
@@ -497,6 +506,7 @@ def test_resume_of_a_checkpoint_with_the_old_flat_config_is_refused_clearly(tmp_
     state["config"].update({k: v for k, v in sampler.items() if k not in ("streaming", "memory", "mode", "seed")},
                            sampler="rounds", streaming_target=0.3, memory=False)
     state_file.write_text(json.dumps(state))
+    (out / "checkpoint-2" / "manifest.json").unlink()  # that version wrote no manifest
     first = snapshot(out)
     with pytest.raises(RunFolderError, match=r"checkpoint-2 was written by an earlier version of reinforce-ada, "
                                              r"whose config holds the sampler's settings flat"):
