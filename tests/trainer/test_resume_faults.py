@@ -32,6 +32,8 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
 
 
 # -- kill while a checkpoint is replaced (defect 2) ---------------------------------------------------------------
+@pytest.mark.fault("kill -9 while a checkpoint is being replaced",
+                   "the old checkpoint renamed aside is put back; --resume continues from it")
 def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable(tmp_path, monkeypatch):
     """kill -9 while replacing checkpoint-N: the old copy is renamed aside, never deleted before the new one is in
     place, and the next start puts it back. (On main the old one was deleted first: only .tmp-checkpoint-N-PID was
@@ -64,6 +66,8 @@ def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable
 
 
 # -- one writer per run folder (defect 3) -------------------------------------------------------------------------
+@pytest.mark.fault("a second run on a run folder in use (same process)",
+                   "refused: the folder is locked, the holder's PID named")
 def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_holder(tmp_path):
     """Two runs in one folder (--overwrite or --resume while another trains): the second is refused before it
     touches anything, naming the holder's PID. (On main both ran and metrics.jsonl interleaved two runs.)"""
@@ -77,6 +81,8 @@ def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_holder(tmp_pa
     Trainer(small_config(out, max_steps=3, resume=True), **parts()).train()
 
 
+@pytest.mark.fault("a second process on a run folder in use (--overwrite / --resume / fresh)",
+                   "exit 2, one line naming the holder's PID")
 def test_a_second_process_on_a_folder_in_use_exits_2_with_one_line(tmp_path):
     """The CLI: a second `train` on a folder another process holds prints one line naming that PID, exit 2."""
     from reinforce_ada.training.run_folder import RunLock
@@ -104,6 +110,8 @@ def finished(tmp_path):
     return out
 
 
+@pytest.mark.fault("bit-flipped weights in the latest checkpoint",
+                   "refused on resume by name (checksum in manifest.json)")
 def test_a_bit_flip_in_the_weights_is_refused_by_name(finished):
     """A bit flipped in checkpoint-3's weights (a readable file, right shapes): refused naming the file and the
     previous intact checkpoint. (On main it resumed silently.)"""
@@ -118,6 +126,8 @@ def test_a_bit_flip_in_the_weights_is_refused_by_name(finished):
     assert snapshot(finished) == before
 
 
+@pytest.mark.fault("an optimizer file from another checkpoint",
+                   "refused on resume by name (checksum in manifest.json)")
 def test_an_older_optimizer_file_is_refused_by_name(finished):
     """checkpoint-1's optimizer.pt copied into checkpoint-3 (a valid optimizer state of the same model): refused.
     (On main it resumed silently with the wrong moments.)"""
@@ -127,6 +137,8 @@ def test_an_older_optimizer_file_is_refused_by_name(finished):
         Trainer(small_config(finished, max_steps=4, resume=True), **parts())
 
 
+@pytest.mark.fault("a checkpoint with a wrong-shaped or NaN tensor",
+                   "refused on resume, the tensor named")
 @pytest.mark.parametrize("fault", ["wrong shape", "nan"])
 def test_a_wrong_shaped_or_nan_tensor_is_refused_by_name(finished, fault):
     """A checkpoint whose manifest agrees (written so by a faulty writer) but holding a tensor of the wrong shape or
@@ -146,6 +158,8 @@ def test_a_wrong_shaped_or_nan_tensor_is_refused_by_name(finished, fault):
         Trainer(small_config(finished, max_steps=4, resume=True), **parts())
 
 
+@pytest.mark.fault("a tampered prompt-stream position in a checkpoint",
+                   "refused on resume, the field named")
 def test_a_tampered_stream_position_is_refused_by_name(finished):
     """trainer_state.json's stream position past the end of the training set (manifest rewritten to match): a
     named error, not an IndexError mid-run."""
@@ -162,6 +176,8 @@ def test_a_tampered_stream_position_is_refused_by_name(finished):
 
 
 # -- the data a run trained on (defect 5) -------------------------------------------------------------------------
+@pytest.mark.fault("--resume after the data file was replaced or shrank",
+                   "exit 2 naming the row counts, before anything in the folder is rewritten")
 @pytest.mark.parametrize("change", ["replaced", "shrunk"])
 def test_resume_on_changed_data_is_refused_before_anything_is_rewritten(tmp_path, change):
     """The data file replaced (same size, other prompts) or shrunk after the run started: --resume is refused with
@@ -180,6 +196,8 @@ def test_resume_on_changed_data_is_refused_before_anything_is_rewritten(tmp_path
     assert snapshot(out) == before
 
 
+@pytest.mark.fault("--resume --force-resume-changes on changed data",
+                   "accepted, the change recorded in config_history.jsonl")
 def test_forced_resume_on_changed_data_records_the_change(tmp_path):
     """--force-resume-changes continues on a shrunk data set (the stream starts a new epoch of it) and records
     the change in config_history.jsonl."""
