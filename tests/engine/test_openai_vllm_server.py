@@ -124,9 +124,10 @@ def wait_idle(base_url: str, bound_s: float = 120.0) -> float:
 
 
 def test_cancelling_an_in_flight_request_stops_the_server_generating_it(server):
-    # 4 prompts x 32 samples of exactly 48 tokens (ignore_eos): 6,144 tokens if nothing is cancelled
+    # 8 prompts x 32 samples of exactly 48 tokens (ignore_eos): 12,288 tokens if nothing is cancelled (a few seconds
+    # of generation on the CPU, so a cancellation sent once the server's counter moves lands while most is undone)
     long = dict(max_tokens=48, extra_body={"ignore_eos": True})
-    work = [(p, [f"c{p.prompt_id}-{k}" for k in range(32)]) for p in prompts(4)]
+    work = [(p, [f"c{p.prompt_id}-{k}" for k in range(32)]) for p in prompts(8)]
 
     async def run(cancel: bool) -> None:
         engine = client(server, **long)
@@ -140,15 +141,17 @@ def test_cancelling_an_in_flight_request_stops_the_server_generating_it(server):
         await asyncio.gather(*calls, return_exceptions=True)
         for _ in range(20):  # a few loop turns for the requests' cancellation to run (not aclose's)
             await asyncio.sleep(0)
-        assert engine.num_requests == 4  # one request per prompt
-        assert engine.num_cancelled_requests == (4 if cancel else 0)
+        assert engine.num_requests == 8  # one request per prompt
+        assert engine.num_cancelled_requests == (8 if cancel else 0)
         await engine.aclose()
 
     start = wait_idle(server.base_url)
     asyncio.run(run(cancel=False))
     full = wait_idle(server.base_url) - start
-    assert full == 4 * 32 * 48
+    assert full == 8 * 32 * 48
     start = wait_idle(server.base_url)
     asyncio.run(run(cancel=True))
     cancelled = wait_idle(server.base_url) - start
-    assert cancelled < 0.5 * full, (cancelled, full)  # the server aborted the requests it was generating
+    # the server aborted the requests it was generating (measured unloaded: 732 of 6,144 for 4 prompts; a loaded
+    # machine delays the cancellation, hence the margin)
+    assert cancelled < 0.8 * full, (cancelled, full)
