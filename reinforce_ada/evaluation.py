@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reinforce_ada.errors import DataError, UsageError
+from reinforce_ada.errors import DataError, UsageError, refuse_outputs_over_inputs
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
 from reinforce_ada.types import Prompt
@@ -239,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit must be positive, got {args.limit}")
     if args.data and len(set(args.data)) != len(args.data):
         raise UsageError(f"--data names a source twice: {args.data}")
+    refuse_outputs_over_inputs({"--out": args.out}, [("--data", d) for d in args.data or []])
     from reinforce_ada.generation.local import generator_for_folder
     from reinforce_ada.training.run_source import model_from_arguments, run_defaults
 

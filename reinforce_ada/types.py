@@ -45,7 +45,9 @@ class Completion:
 class PromptPool:
     """All completions drawn for one prompt in this step, with running reward statistics.
 
-    ``mean`` and ``m2`` are Welford's running mean and sum of squared deviations, exact for any real reward.
+    ``mean`` and ``m2`` are Welford's running mean and sum of squared deviations, exact for any real reward. ``m2``
+    is kept in units of ``scale**2`` (``scale`` = the largest ``|reward|`` seen), so it cannot overflow for any finite
+    reward (e.g. 1e300); :attr:`std` is ``scale * sqrt(m2 / (count - 1))``.
     """
 
     prompt_id: PromptId
@@ -54,6 +56,7 @@ class PromptPool:
     count: int = 0
     mean: float = 0.0
     m2: float = 0.0
+    scale: float = 1.0
     num_positive: int = 0
     num_drawn: int = 0
     """Completions requested and returned for this prompt, including those dropped after a verifier failure."""
@@ -68,9 +71,12 @@ class PromptPool:
             raise ValueError(f"cannot add an unscored completion to the pool of prompt {self.prompt_id!r}")
         self.completions.append(completion)
         self.count += 1
-        delta = reward - self.mean
-        self.mean += delta / self.count
-        self.m2 += delta * (reward - self.mean)
+        if abs(reward) > self.scale:  # rescale m2 to the new unit
+            self.m2 *= (self.scale / abs(reward)) ** 2
+            self.scale = abs(reward)
+        delta = reward / self.scale - self.mean / self.scale
+        self.mean += delta / self.count * self.scale
+        self.m2 += delta * (reward / self.scale - self.mean / self.scale)
         if reward > self.positive_threshold:
             self.num_positive += 1
 
@@ -84,12 +90,12 @@ class PromptPool:
 
     @property
     def variance(self) -> float:
-        """Sample variance (ddof=1); 0 for fewer than two completions."""
-        return self.m2 / (self.count - 1) if self.count > 1 else 0.0
+        """Sample variance (ddof=1); 0 for fewer than two completions (``inf`` past float range: use :attr:`std`)."""
+        return self.std**2
 
     @property
     def std(self) -> float:
-        return math.sqrt(max(self.variance, 0.0))
+        return self.scale * math.sqrt(max(self.m2 / (self.count - 1), 0.0)) if self.count > 1 else 0.0
 
 
 @dataclass(slots=True)

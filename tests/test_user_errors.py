@@ -417,3 +417,30 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
 def test_answer_key_null_means_no_answer_column(tmp_path):
     path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
     assert load_config(TrainConfig, str(path)).answer_key is None
+
+
+@pytest.mark.fault("an output path that is one of the command's inputs (select-prompts / eval --out = --data, "
+                   "also through a symlink; --out = --pass-rates)", "one-line UsageError, exit 2, before any work")
+@pytest.mark.parametrize("case", ["select-prompts", "select-prompts-link", "select-prompts-pass-rates", "eval"])
+def test_an_output_is_never_one_of_the_inputs(tmp_path, capsys, model_dir, case):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    before = data.read_bytes()
+    out = data
+    if case == "select-prompts-link":
+        out = tmp_path / "link.jsonl"
+        out.symlink_to(data)
+    if case == "eval":
+        argv = ["eval", "--model", str(model_dir), "--data", str(data), "--out", str(out)]
+        culprit = f"--out {out} is the same file as --data {data}"
+    elif case == "select-prompts-pass-rates":
+        out = tmp_path / "o.jsonl"
+        argv = ["select-prompts", "--data", str(data), "--model", str(model_dir), "--out", str(out),
+                "--pass-rates", str(out)]
+        culprit = f"--pass-rates {out} is the same file as --out {out}"
+    else:
+        argv = ["select-prompts", "--data", str(data), "--model", str(model_dir), "--out", str(out)]
+        culprit = f"--out {out} is the same file as --data {data}"
+    code, err = run(capsys, *argv)
+    assert code == 2
+    assert one_error_line(err).startswith(f"error: {culprit}: an input is never overwritten")
+    assert data.read_bytes() == before

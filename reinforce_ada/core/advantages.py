@@ -41,12 +41,17 @@ def group_statistics(values: np.ndarray, index: np.ndarray) -> tuple[np.ndarray,
     values = np.asarray(values, dtype=np.float64)
     _, inverse, counts = np.unique(np.asarray(index), return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    sums = np.bincount(inverse, weights=values, minlength=len(counts))
-    means = sums / counts
-    sq_dev = np.bincount(inverse, weights=(values - means[inverse]) ** 2, minlength=len(counts))
+    # Overflow-safe: each group is computed on r / scale with scale = max |r| of the group (1 for an all-zero group),
+    # so neither the sum nor the squares can overflow for any finite reward (e.g. 1e300).
+    scale = np.zeros(len(counts))
+    np.maximum.at(scale, inverse, np.abs(values))
+    scale = np.where(scale > 0, scale, 1.0)
+    scaled = values / scale[inverse]
+    means = np.bincount(inverse, weights=scaled, minlength=len(counts)) / counts
+    sq_dev = np.bincount(inverse, weights=(scaled - means[inverse]) ** 2, minlength=len(counts))
     with np.errstate(invalid="ignore", divide="ignore"):
         stds = np.where(counts > 1, np.sqrt(sq_dev / np.maximum(counts - 1, 1)), 0.0)
-    return means[inverse], stds[inverse], counts[inverse].astype(np.int64)
+    return (means * scale)[inverse], (stds * scale)[inverse], counts[inverse].astype(np.int64)
 
 
 def baseline_advantages(
@@ -60,9 +65,12 @@ def baseline_advantages(
 ) -> np.ndarray:
     """``(r - mean) [/ (std + eps)]`` per sample; 0 where the baseline was computed from a single sample."""
     rewards = np.asarray(rewards, dtype=np.float64)
-    advantages = rewards - np.asarray(mean, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    # (r - mean) halved before subtracting and doubled after dividing: finite for any finite reward and mean.
+    advantages = rewards / 2 - mean / 2
     if normalize_std:
         advantages = advantages / (np.asarray(std, dtype=np.float64) + epsilon)
+    advantages = advantages * 2
     return np.where(np.asarray(count) > 1, advantages, 0.0)
 
 

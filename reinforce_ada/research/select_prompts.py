@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from reinforce_ada.data.loading import read_jsonl
-from reinforce_ada.errors import DataError, UsageError
+from reinforce_ada.errors import DataError, UsageError, refuse_outputs_over_inputs
 from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
     out, pass_rates = _outputs(args, source)
     rows, data, what = _rows(args, source, settings["seed"])
+    refuse_outputs_over_inputs({"--out": out, "--pass-rates": pass_rates}, [("--data", data)])
     prompts = [prompt for prompt, _ in rows]
     verifier = _verifier(args, source)
     generator = _generator(args, source, {f"{data} prompt": prompts}, settings)

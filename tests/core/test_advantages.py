@@ -166,3 +166,25 @@ def test_balanced_selection_is_uniform_within_each_class():
     assert len(counts) == math.comb(4, 2)
     assert all(tuple(k[:2]) == (0, 2) for k in counts)
     assert min(counts.values()) > 3000 / 6 * 0.8 and max(counts.values()) < 3000 / 6 * 1.2
+
+
+@pytest.mark.fault("reward of 1e300 with --sampler.normalize-std",
+                   "exact normalised advantages (statistics computed on r / max|r|), never inf std and all-zero advantages")
+def test_normalised_advantages_are_right_for_rewards_near_the_float_limit():
+    from reinforce_ada.types import Completion, PromptPool
+
+    big = np.array([1e300, -1e300, 1e300, -1e300, 3.0, 1.0])
+    index = np.array([0, 0, 0, 0, 1, 1])
+    adv = compute_advantages("group", big, index, normalize_std=True)
+    # group 0: mean 0, sample std = 1e300 * sqrt(4/3); group 1: mean 2, std sqrt(2)
+    expected = np.array([math.sqrt(3 / 4)] * 4 + [1, 1]) * np.array([1, -1, 1, -1, 1, -1])
+    expected[4:] /= math.sqrt(2) + 1e-6  # eps is negligible for group 0
+    np.testing.assert_allclose(adv, expected, rtol=1e-12)
+    pool = PromptPool(prompt_id="p")
+    for r in big[:4]:
+        pool.add(Completion(prompt_id="p", text="", reward=float(r)))
+    assert math.isfinite(pool.std) and pool.std == pytest.approx(1e300 * math.sqrt(4 / 3), rel=1e-12)
+    n = len(big[:4])
+    pooled = compute_advantages("pool", big[:4], index[:4], pool_mean=np.full(n, pool.mean),
+                                pool_std=np.full(n, pool.std), pool_count=np.full(n, pool.count), normalize_std=True)
+    np.testing.assert_allclose(pooled, expected[:4], rtol=1e-12)

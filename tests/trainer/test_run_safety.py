@@ -512,3 +512,41 @@ def test_resume_of_a_checkpoint_with_the_old_flat_config_is_refused_clearly(tmp_
                                              r"whose config holds the sampler's settings flat"):
         Trainer(small_config(out, max_steps=3, resume=True), **setup())
     assert snapshot(out) == first
+
+
+@pytest.mark.fault("full disk while a metrics line is appended (a short write, then OSError ENOSPC)",
+                   "MetricsWriteError naming the file (exit 2); the file truncated back to its last whole line")
+def test_a_full_disk_while_appending_metrics_leaves_no_torn_line(tmp_path, monkeypatch):
+    import pathlib
+
+    from reinforce_ada.training import metrics
+    from reinforce_ada.training.metrics import MetricsWriter
+
+    writer = MetricsWriter(tmp_path, "none", {})
+    writer.write({"step": 1, "loss": 0.5})
+    whole = (tmp_path / "metrics.jsonl").read_bytes()
+    real_open = pathlib.Path.open
+
+    class HalfThenFull:  # the disk takes half the line, then is full
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            self.fh.write(data[: len(data) // 2])
+            self.fh.flush()
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "open", lambda self, *a, **k: HalfThenFull(real_open(self, *a, **k)))
+    with pytest.raises(OSError, match=r"could not write .*metrics.jsonl: No space left on device") as err:
+        writer.write({"step": 2, "loss": 0.25})
+    monkeypatch.undo()
+    assert (tmp_path / "metrics.jsonl").read_bytes() == whole
+    assert isinstance(err.value, metrics.MetricsWriteError)
+    writer.write({"step": 2, "loss": 0.25})  # once there is room again, the next line is whole
+    assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
