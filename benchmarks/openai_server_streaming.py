@@ -35,18 +35,6 @@ import time
 from pathlib import Path
 
 
-def wait_idle(base_url: str, bound_s: float = 300.0) -> float:
-    from reinforce_ada.generation.vllm_serve import generated_tokens
-
-    last, start = generated_tokens(base_url), time.monotonic()
-    while time.monotonic() - start < bound_s:
-        time.sleep(1.0)
-        now = generated_tokens(base_url)
-        if now == last:
-            return now
-        last = now
-    raise RuntimeError(f"the server kept generating for {bound_s} s")
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -63,7 +51,7 @@ def main() -> int:
     from reinforce_ada.data import get_task
     from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
     from reinforce_ada.generation.prompting import encode_prompt
-    from reinforce_ada.generation.vllm_serve import generated_tokens, local_vllm_server
+    from reinforce_ada.generation.vllm_serve import generated_tokens, generated_tokens_when_idle, local_vllm_server
     from reinforce_ada.models.tiny import build_char_tokenizer
     from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
     from reinforce_ada.sampling.protocols import GenerationRequest
@@ -107,11 +95,11 @@ def main() -> int:
                 for name, make, kw in samplers():
                     client = engine(**kw)
                     sampler = make(client)
-                    before = wait_idle(server.base_url)
+                    before = generated_tokens_when_idle(server.base_url)
                     t0 = time.perf_counter()
                     batch = sampler.sample(prompts)
                     wall = time.perf_counter() - t0
-                    tokens = wait_idle(server.base_url) - before
+                    tokens = generated_tokens_when_idle(server.base_url) - before
                     runs[name].append({"wall_s": wall, "samples": int(batch.metrics["total_samples"]),
                                        "requests": client.num_requests, "server_tokens": tokens,
                                        "cancelled_requests": client.num_cancelled_requests,
@@ -149,10 +137,10 @@ def main() -> int:
 
             cancel_result = {"requested_tokens": len(work) * 32 * 48}
             for cancel in (False, True):
-                before = wait_idle(server.base_url)
+                before = generated_tokens_when_idle(server.base_url)
                 asyncio.run(long_requests(cancel))
                 cancel_result["generated_cancelled" if cancel else "generated_run_to_end"] = \
-                    wait_idle(server.base_url) - before
+                    generated_tokens_when_idle(server.base_url) - before
             results["cancellation"] = cancel_result
 
             # the log-probs the server returns vs the HF model's on the same tokens

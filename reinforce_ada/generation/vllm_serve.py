@@ -120,3 +120,16 @@ def generated_tokens(base_url: str) -> float:
     if not values:
         raise ValueError("the server's /metrics has no vllm:generation_tokens_total")
     return sum(values)
+
+
+def generated_tokens_when_idle(base_url: str, bound_s: float = 300.0) -> float:
+    """The server's generated-token counter once it stopped moving for a second (the server finished or aborted
+    everything it was generating); ``TimeoutError`` if it kept moving for ``bound_s``."""
+    last, start = generated_tokens(base_url), time.monotonic()
+    while time.monotonic() - start < bound_s:
+        time.sleep(1.0)
+        now = generated_tokens(base_url)
+        if now == last:
+            return now
+        last = now
+    raise TimeoutError(f"the server kept generating for {bound_s} s")

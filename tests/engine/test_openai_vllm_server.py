@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 
 import pytest
 
@@ -23,7 +22,8 @@ from reinforce_ada.config import SamplerConfig  # noqa: E402
 from reinforce_ada.data import get_task  # noqa: E402
 from reinforce_ada.generation.openai_server import OpenAICompletionsEngine  # noqa: E402
 from reinforce_ada.generation.prompting import encode_prompt  # noqa: E402
-from reinforce_ada.generation.vllm_serve import generated_tokens, local_vllm_server  # noqa: E402
+from reinforce_ada.generation.vllm_serve import (generated_tokens, generated_tokens_when_idle,  # noqa: E402
+                                                 local_vllm_server)
 from reinforce_ada.models.tiny import build_char_tokenizer  # noqa: E402
 from reinforce_ada.models.warm_start import SHIPPED_START_MODELS  # noqa: E402
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest  # noqa: E402
@@ -111,17 +111,6 @@ def test_the_deadline_holds_on_the_real_server(server):
     assert completion.token_ids
 
 
-def wait_idle(base_url: str, bound_s: float = 120.0) -> float:
-    """The generated-token counter once it stopped moving (the server finished or aborted everything)."""
-    last, start = generated_tokens(base_url), time.monotonic()
-    while time.monotonic() - start < bound_s:
-        time.sleep(1.0)
-        now = generated_tokens(base_url)
-        if now == last:
-            return now
-        last = now
-    raise AssertionError(f"the server kept generating for {bound_s} s")
-
 
 def test_cancelling_an_in_flight_request_stops_the_server_generating_it(server):
     # 8 prompts x 32 samples of exactly 48 tokens (ignore_eos): 12,288 tokens if nothing is cancelled (a few seconds
@@ -145,13 +134,13 @@ def test_cancelling_an_in_flight_request_stops_the_server_generating_it(server):
         assert engine.num_cancelled_requests == (8 if cancel else 0)
         await engine.aclose()
 
-    start = wait_idle(server.base_url)
+    start = generated_tokens_when_idle(server.base_url)
     asyncio.run(run(cancel=False))
-    full = wait_idle(server.base_url) - start
+    full = generated_tokens_when_idle(server.base_url) - start
     assert full == 8 * 32 * 48
-    start = wait_idle(server.base_url)
+    start = generated_tokens_when_idle(server.base_url)
     asyncio.run(run(cancel=True))
-    cancelled = wait_idle(server.base_url) - start
+    cancelled = generated_tokens_when_idle(server.base_url) - start
     # the server aborted the requests it was generating (measured unloaded: 732 of 6,144 for 4 prompts; a loaded
     # machine delays the cancellation, hence the margin)
     assert cancelled < 0.8 * full, (cancelled, full)

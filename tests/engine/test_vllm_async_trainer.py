@@ -6,7 +6,6 @@ the module."""
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
@@ -16,15 +15,10 @@ import torch  # noqa: E402
 
 from reinforce_ada.config import TrainConfig  # noqa: E402
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model  # noqa: E402
-from reinforce_ada.types import Prompt  # noqa: E402
+
+from test_vllm_trainer import addition  # noqa: E402
 
 STEPS = 3
-
-
-def addition(num: int, seed: int) -> list[Prompt]:
-    rng = random.Random(seed)
-    return [Prompt(f"{seed}-{i}", f"{a}+{b}=", str(a + b))
-            for i, (a, b) in enumerate((rng.randint(0, 9), rng.randint(0, 9)) for _ in range(num))]
 
 
 def first_digit_verifier(prompts, completions):
