@@ -417,3 +417,24 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
 def test_answer_key_null_means_no_answer_column(tmp_path):
     path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
     assert load_config(TrainConfig, str(path)).answer_key is None
+
+
+@pytest.mark.fault("a bounded setting out of its range (positive threshold, target accuracy, seeds)",
+                   "exit 2 before the model loads: `error: NAME must be in RANGE (got VALUE)`")
+@pytest.mark.parametrize("argv, message", [
+    (["--sampler.positive-threshold", "2"], "positive_threshold must be in [0, 1) (got 2.0)"),
+    (["--sampler.positive-threshold", "-0.5"], "positive_threshold must be in [0, 1) (got -0.5)"),
+    (["--sft-target-accuracy", "2"], "sft_target_accuracy must be in (0, 1] (got 2.0)"),
+    (["--sft-target-accuracy", "0"], "sft_target_accuracy must be in (0, 1] (got 0.0)"),
+    (["--seed", "-1"], "seed must be an integer in 0..4294967295 (2**32-1) (got -1)"),
+    (["--seed", str(2**40)], f"seed must be an integer in 0..4294967295 (2**32-1) (got {2**40})"),
+    (["--sft-seed", "-3"], "sft_seed must be an integer in 0..4294967295 (2**32-1) (got -3)"),
+])
+def test_bounded_settings_out_of_range_are_one_line_before_the_model(capsys, no_trainer, argv, message):
+    code, err = run(capsys, "train", *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+def test_seeds_at_the_ends_of_the_range_are_accepted():
+    assert TrainConfig(task="addition", seed=2**32 - 1).sampler.seed == 2**32 - 1
+    assert TrainConfig(task="addition", seed=0, sft_seed=2**32 - 1).sft_seed == 2**32 - 1
