@@ -438,3 +438,33 @@ def test_bounded_settings_out_of_range_are_one_line_before_the_model(capsys, no_
 def test_seeds_at_the_ends_of_the_range_are_accepted():
     assert TrainConfig(task="addition", seed=2**32 - 1).sampler.seed == 2**32 - 1
     assert TrainConfig(task="addition", seed=0, sft_seed=2**32 - 1).sft_seed == 2**32 - 1
+
+
+@pytest.mark.fault("simulate / simulate-multistep given a NaN Beta parameter, a seed numpy refuses, an absurd prompt "
+                   "count or zero concurrency", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate", "--dist", "beta:inf,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
+    (["simulate", "--seed", str(2**40)], f"--seed must be in 0..4294967295 (2**32-1) (got {2**40})"),
+    (["simulate", "--prompts", "1000000000"], "--prompts must be a positive integer at most 10000000 (got 1000000000)"),
+    (["simulate", "--batch-size", "0"], "--batch-size must be a positive integer (got 0)"),
+    (["simulate-multistep", "--concurrency", "0"], "--concurrency must be a positive integer (got 0)"),
+    (["simulate-multistep", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
+    (["simulate-multistep", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+])
+def test_simulate_inputs_out_of_range_are_one_line(capsys, argv, message):
+    code, err = run(capsys, *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+@pytest.mark.fault("simulate where no prompt ever gives signal (a ratio over zero prompts)",
+                   "strict JSON: `null`, never `Infinity` or `NaN`")
+def test_simulate_json_has_no_infinity(tmp_path, capsys):
+    rates = tmp_path / "rates.txt"
+    rates.write_text("0\n0\n0\n0\n")  # nothing ever passes: samples per signal prompt is a ratio over zero prompts
+    code = cli.main(["simulate", "--dist", str(rates), "--prompts", "4", "--batch-size", "4", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Infinity" not in out and "NaN" not in out
+    rows = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert {row["samples_per_signal_prompt"] for row in rows} == {None}
