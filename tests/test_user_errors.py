@@ -19,6 +19,7 @@ import pytest
 from reinforce_ada import cli
 from reinforce_ada.config import ConfigError, SamplerConfig, TrainConfig, load_config
 from reinforce_ada.errors import DataError, MissingColumnError, UserError
+from reinforce_ada.types import Prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -468,3 +469,21 @@ def test_simulate_json_has_no_infinity(tmp_path, capsys):
     assert code == 0 and "Infinity" not in out and "NaN" not in out
     rows = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
     assert {row["samples_per_signal_prompt"] for row in rows} == {None}
+
+
+@pytest.mark.fault("prompts with an unhashable or a duplicated id (select-prompts, the samplers, evaluation)",
+                   "a named ValueError/TypeError before any generation, naming the prompt's index and id")
+@pytest.mark.parametrize("prompts, error, message", [
+    ([Prompt(["a"], "1+1=", "2")], TypeError, "prompts[0].prompt_id=['a'] is a list, which cannot be a key"),
+    ([Prompt("a", "1+1=", "2"), Prompt("a", "2+2=", "4")], ValueError, "prompts[1].prompt_id='a' is duplicated"),
+])
+def test_select_prompts_refuses_bad_prompts_before_generating(prompts, error, message):
+    from reinforce_ada.research.select_prompts import estimate_pass_rates
+
+    class NoGenerator:
+        def generate(self, requests):
+            pytest.fail("generated before the prompts were checked")
+
+    with pytest.raises(error) as caught:
+        estimate_pass_rates(prompts, NoGenerator(), lambda prompts, completions: [0.0] * len(completions), k=2)
+    assert message in str(caught.value)
