@@ -487,3 +487,14 @@ def test_select_prompts_refuses_bad_prompts_before_generating(prompts, error, me
     with pytest.raises(error) as caught:
         estimate_pass_rates(prompts, NoGenerator(), lambda prompts, completions: [0.0] * len(completions), k=2)
     assert message in str(caught.value)
+
+
+@pytest.mark.fault("select-prompts given a prompt file with an empty or whitespace-only prompt",
+                   "DataError naming file and line before any generation: `FILE:LINE: the prompt is empty ...`")
+def test_select_prompts_names_an_empty_prompt_line(tmp_path):
+    from reinforce_ada.research.select_prompts import read_prompts_jsonl
+
+    path = tmp_path / "p.jsonl"
+    write_jsonl(path, [{"prompt": "1+1=", "answer": "2"}, {"prompt": "  \t", "answer": "4"}])
+    with pytest.raises(DataError, match=r"p.jsonl:2: the prompt is empty or whitespace only"):
+        read_prompts_jsonl(path)
