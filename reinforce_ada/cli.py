@@ -43,10 +43,11 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_simulate(args: argparse.Namespace) -> int:
     from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.research.simulate import format_table, grpo_signal_closed_form, pass_rates_from, plot, simulate
+    from reinforce_ada.research.simulate import (check_counts, check_simulation_inputs, finite_or_none, format_table,
+                                                 grpo_signal_closed_form, pass_rates_from, plot, simulate)
 
-    if args.prompts <= 0:
-        raise UsageError("--prompts must be positive")
+    check_simulation_inputs(args.prompts, args.seed)
+    check_counts(batch_size=args.batch_size, dapo_max_batches=args.dapo_max_batches)
     SamplerConfig(samples_per_round=args.samples_per_round, max_rounds=args.max_rounds, group_size=args.group_size)
     rates = pass_rates_from(args.dist, args.prompts, args.seed)
     results = simulate(rates, samples_per_round=args.samples_per_round, max_rounds=args.max_rounds,
@@ -54,7 +55,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
                        dapo_max_batches=args.dapo_max_batches, seed=args.seed)
     keys = ("strategy", "samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "rounds_max")
     if args.json:
-        print(json.dumps([{k: asdict(r)[k] for k in keys} for r in results], indent=2))
+        print(json.dumps([{k: finite_or_none(asdict(r)[k]) for k in keys} for r in results], indent=2, allow_nan=False))
     else:
         print(f"{len(rates)} prompts, pass rates {args.dist}, M={args.samples_per_round} N={args.max_rounds} "
               f"n={args.group_size}; GRPO n={args.group_size} closed-form signal "

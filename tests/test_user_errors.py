@@ -19,6 +19,7 @@ import pytest
 from reinforce_ada import cli
 from reinforce_ada.config import ConfigError, SamplerConfig, TrainConfig, load_config
 from reinforce_ada.errors import DataError, MissingColumnError, UserError
+from reinforce_ada.types import Prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -444,3 +445,83 @@ def test_an_output_is_never_one_of_the_inputs(tmp_path, capsys, model_dir, case)
     assert code == 2
     assert one_error_line(err).startswith(f"error: {culprit}: an input is never overwritten")
     assert data.read_bytes() == before
+
+
+@pytest.mark.fault("a bounded setting out of its range (positive threshold, target accuracy, seeds)",
+                   "exit 2 before the model loads: `error: NAME must be in RANGE (got VALUE)`")
+@pytest.mark.parametrize("argv, message", [
+    (["--sampler.positive-threshold", "2"], "positive_threshold must be in [0, 1) (got 2.0)"),
+    (["--sampler.positive-threshold", "-0.5"], "positive_threshold must be in [0, 1) (got -0.5)"),
+    (["--sft-target-accuracy", "2"], "sft_target_accuracy must be in (0, 1] (got 2.0)"),
+    (["--sft-target-accuracy", "0"], "sft_target_accuracy must be in (0, 1] (got 0.0)"),
+    (["--seed", "-1"], "seed must be an integer in 0..4294967295 (2**32-1) (got -1)"),
+    (["--seed", str(2**40)], f"seed must be an integer in 0..4294967295 (2**32-1) (got {2**40})"),
+    (["--sft-seed", "-3"], "sft_seed must be an integer in 0..4294967295 (2**32-1) (got -3)"),
+])
+def test_bounded_settings_out_of_range_are_one_line_before_the_model(capsys, no_trainer, argv, message):
+    code, err = run(capsys, "train", *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+def test_seeds_at_the_ends_of_the_range_are_accepted():
+    assert TrainConfig(task="addition", seed=2**32 - 1).sampler.seed == 2**32 - 1
+    assert TrainConfig(task="addition", seed=0, sft_seed=2**32 - 1).sft_seed == 2**32 - 1
+
+
+@pytest.mark.fault("simulate / simulate-multistep given a NaN Beta parameter, a seed numpy refuses, an absurd prompt "
+                   "count or zero concurrency", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate", "--dist", "beta:inf,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
+    (["simulate", "--seed", str(2**40)], f"--seed must be in 0..4294967295 (2**32-1) (got {2**40})"),
+    (["simulate", "--prompts", "1000000000"], "--prompts must be a positive integer at most 10000000 (got 1000000000)"),
+    (["simulate", "--batch-size", "0"], "--batch-size must be a positive integer (got 0)"),
+    (["simulate-multistep", "--concurrency", "0"], "--concurrency must be a positive integer (got 0)"),
+    (["simulate-multistep", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
+    (["simulate-multistep", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+])
+def test_simulate_inputs_out_of_range_are_one_line(capsys, argv, message):
+    code, err = run(capsys, *argv)
+    assert code == 2 and message in one_error_line(err)
+
+
+@pytest.mark.fault("simulate where no prompt ever gives signal (a ratio over zero prompts)",
+                   "strict JSON: `null`, never `Infinity` or `NaN`")
+def test_simulate_json_has_no_infinity(tmp_path, capsys):
+    rates = tmp_path / "rates.txt"
+    rates.write_text("0\n0\n0\n0\n")  # nothing ever passes: samples per signal prompt is a ratio over zero prompts
+    code = cli.main(["simulate", "--dist", str(rates), "--prompts", "4", "--batch-size", "4", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Infinity" not in out and "NaN" not in out
+    rows = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert {row["samples_per_signal_prompt"] for row in rows} == {None}
+
+
+@pytest.mark.fault("prompts with an unhashable or a duplicated id (select-prompts, the samplers, evaluation)",
+                   "a named ValueError/TypeError before any generation, naming the prompt's index and id")
+@pytest.mark.parametrize("prompts, error, message", [
+    ([Prompt(["a"], "1+1=", "2")], TypeError, "prompts[0].prompt_id=['a'] is a list, which cannot be a key"),
+    ([Prompt("a", "1+1=", "2"), Prompt("a", "2+2=", "4")], ValueError, "prompts[1].prompt_id='a' is duplicated"),
+])
+def test_select_prompts_refuses_bad_prompts_before_generating(prompts, error, message):
+    from reinforce_ada.research.select_prompts import estimate_pass_rates
+
+    class NoGenerator:
+        def generate(self, requests):
+            pytest.fail("generated before the prompts were checked")
+
+    with pytest.raises(error) as caught:
+        estimate_pass_rates(prompts, NoGenerator(), lambda prompts, completions: [0.0] * len(completions), k=2)
+    assert message in str(caught.value)
+
+
+@pytest.mark.fault("select-prompts given a prompt file with an empty or whitespace-only prompt",
+                   "DataError naming file and line before any generation: `FILE:LINE: the prompt is empty ...`")
+def test_select_prompts_names_an_empty_prompt_line(tmp_path):
+    from reinforce_ada.research.select_prompts import read_prompts_jsonl
+
+    path = tmp_path / "p.jsonl"
+    write_jsonl(path, [{"prompt": "1+1=", "answer": "2"}, {"prompt": "  \t", "answer": "4"}])
+    with pytest.raises(DataError, match=r"p.jsonl:2: the prompt is empty or whitespace only"):
+        read_prompts_jsonl(path)

@@ -115,6 +115,18 @@ def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
 
 
 
+SEED_MAX = 2**32 - 1
+"""The largest seed every generator the run seeds takes (``np.random.seed`` refuses 2**32 and negatives)."""
+
+
+def check_seeds(config: Any, names: tuple[str, ...], prefix: str = "") -> None:
+    """A ConfigError naming the first of ``names`` that is not an integer in 0..2**32-1."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= SEED_MAX:
+            raise ConfigError(f"{prefix}{name} must be an integer in 0..{SEED_MAX} (2**32-1) (got {value!r})")
+
+
 def check_positive_ints(config: Any, names: tuple[str, ...]) -> None:
     """A ConfigError naming the first of ``names`` that is not a positive integer."""
     for name in names:

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from reinforce_ada.config.checks import _check_choice, _check_types, check_positive_ints, unknown_fields
+from reinforce_ada.config.checks import (_check_choice, _check_types, check_positive_ints, check_seeds,
+                                         unknown_fields)
 from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
 from reinforce_ada.core.advantages import ADVANTAGES
 from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
@@ -151,8 +152,10 @@ class SamplerConfig:
                 f"group_size={self.group_size} exceeds samples_per_round * max_rounds = {self.max_samples}: "
                 "no prompt could ever fill its group"
             )
-        if not math.isfinite(self.positive_threshold):
-            raise ConfigError(f"positive_threshold must be finite (got {self.positive_threshold})")
+        if not 0 <= self.positive_threshold < 1:
+            raise ConfigError(f"positive_threshold must be in [0, 1) (got {self.positive_threshold}): a completion is "
+                              "positive when reward > positive_threshold, and rewards are scored in [0, 1]")
+        check_seeds(self, ("seed",), prefix="sampler.")
         if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
             raise ConfigError(f"epsilon must be a finite number >= 0 (got {self.epsilon})")
         if self.generation_retries < 0:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from reinforce_ada.config.checks import _check_choice, _check_types
+from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
 from reinforce_ada.config.strategies import RENAMED, STRATEGIES, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
@@ -264,6 +264,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number (got {value!r})")
+        check_seeds(self, ("seed", "sft_seed"))
+        if not 0 < self.sft_target_accuracy <= 1:
+            raise ConfigError(f"sft_target_accuracy must be in (0, 1] (got {self.sft_target_accuracy}): it is a "
+                              "held-out accuracy the warm start stops at")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1] (got {self.top_p})")
         if not 0 <= self.clip_ratio_low < 1 or self.clip_ratio_high < 0:

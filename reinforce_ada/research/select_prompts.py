@@ -90,6 +90,8 @@ def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
             raise DataError(f"{path}:{line_number}: no 'prompt', 'question', 'problem' or 'messages' field")
+        if isinstance(text, str) and not text.strip():
+            raise DataError(f"{path}:{line_number}: the prompt is empty or whitespace only")
         out.append((Prompt(row.get("id", line_number - 1), text, answer=row.get("answer")), row))
     if not out:
         raise DataError(f"{path}: no prompts")

@@ -9,9 +9,10 @@ selection -- only the model is replaced by coin flips.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -50,6 +51,34 @@ def simulated_verifier(prompts: Sequence[Prompt], completions: Sequence[Completi
     return [1.0 if c.text == "1" else 0.0 for c in completions]
 
 
+MAX_PROMPTS = 10_000_000
+"""Most simulated prompts: ten million rates are 80 MB and minutes of simulation; more is a typo, not a study."""
+
+
+def check_counts(**counts: int) -> None:
+    """A UsageError naming the first ``--name`` (given as ``name=value``) that is not a positive integer."""
+    for name, value in counts.items():
+        if value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer (got {value})")
+
+
+def check_simulation_inputs(num_prompts: int, seed: int) -> None:
+    """A UsageError for a prompt count outside 1..MAX_PROMPTS or a seed outside numpy's 0..2**32-1."""
+    from reinforce_ada.config.checks import SEED_MAX
+
+    if not 0 < num_prompts <= MAX_PROMPTS:
+        raise UsageError(f"--prompts must be a positive integer at most {MAX_PROMPTS} (got {num_prompts})")
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed must be in 0..{SEED_MAX} (2**32-1) (got {seed})")
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with NaN and +-inf (a ratio over zero prompts) made None, so JSON stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def pass_rates_from(dist: str, num_prompts: int, seed: int = 0) -> np.ndarray:
     """``"beta:A,B"`` draws ``num_prompts`` rates; any other value is a file with one rate per line (or JSON list)."""
     if dist.startswith("beta:"):
@@ -57,8 +86,8 @@ def pass_rates_from(dist: str, num_prompts: int, seed: int = 0) -> np.ndarray:
             a, b = (float(x) for x in dist[len("beta:"):].split(","))
         except ValueError:
             raise UsageError(f"--dist {dist!r}: expected beta:A,B with two positive numbers") from None
-        if a <= 0 or b <= 0:
-            raise UsageError(f"--dist {dist!r}: Beta parameters must be positive")
+        if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+            raise UsageError(f"--dist {dist!r}: Beta parameters must be positive finite numbers")
         return np.random.default_rng(seed).beta(a, b, size=num_prompts)
     path = Path(dist)
     if not path.exists():

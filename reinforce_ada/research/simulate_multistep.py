@@ -41,7 +41,8 @@ from reinforce_ada.config import SamplerConfig
 from reinforce_ada.errors import UsageError
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
-from reinforce_ada.research.simulate import SimulatedGenerator, pass_rates_from, simulated_verifier
+from reinforce_ada.research.simulate import (SimulatedGenerator, check_counts, check_simulation_inputs, finite_or_none,
+                                             pass_rates_from, simulated_verifier)
 from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.pools import GroupSelector
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingScheduler
@@ -281,8 +282,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada simulate-multistep``: run the strategies, print the table, optionally write JSON."""
-    if args.prompts <= 0 or args.epochs <= 0 or args.batch_size <= 0:
-        raise UsageError("--prompts, --epochs and --batch-size must be positive")
+    check_simulation_inputs(args.prompts, args.seed)
+    check_counts(epochs=args.epochs, batch_size=args.batch_size, concurrency=args.concurrency,
+                 max_tokens=args.max_tokens)
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,
                                    args.drift_std, args.seed)
     estimates = None
@@ -306,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
           f"n={args.group_size}, concurrency {args.concurrency}")
     print(format_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.summary() for r in results], indent=2))
+        Path(args.json).write_text(json.dumps([{k: finite_or_none(v) for k, v in r.summary().items()} for r in results],
+                                              indent=2, allow_nan=False))
         print(f"wrote {Path(args.json).resolve()}")
     return 0

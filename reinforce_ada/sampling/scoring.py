@@ -42,7 +42,8 @@ __all__ = ["check_backends", "generate_samples", "generate_with_retries", "not_r
 
 
 def validate_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
-    """``prompts`` as a list; fails on an empty list, a non-Prompt or a duplicated prompt id."""
+    """``prompts`` as a list; fails on an empty list, a non-Prompt, or an unhashable
+    or duplicated prompt id."""
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts is empty: nothing to sample")
@@ -50,6 +51,11 @@ def validate_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
     for i, prompt in enumerate(prompts):
         if not isinstance(prompt, Prompt):
             raise TypeError(f"prompts[{i}] is a {type(prompt).__name__}, expected reinforce_ada.Prompt")
+        try:
+            hash(prompt.prompt_id)
+        except TypeError:
+            raise TypeError(f"prompts[{i}].prompt_id={prompt.prompt_id!r} is a {type(prompt.prompt_id).__name__}, "
+                            "which cannot be a key: give a str or int id") from None
         if prompt.prompt_id in seen:
             raise ValueError(f"prompts[{i}].prompt_id={prompt.prompt_id!r} is duplicated; prompt ids must be unique")
         seen.add(prompt.prompt_id)
