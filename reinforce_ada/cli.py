@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
+        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); a training run continues from "
+              "its newest checkpoint with --resume", file=sys.stderr)
+        return 130
 
 
 def _one_line(message: str) -> str:

@@ -247,6 +247,21 @@ def test_missing_column_is_named_with_the_available_ones_in_train_and_eval(tmp_p
                                    "'question', 'solution'")
 
 
+@pytest.mark.fault("an empty or whitespace-only prompt in a data file (train, eval)",
+                   "exit 2 naming the file and row, before the model loads")
+@pytest.mark.parametrize("command", ["train", "eval"])
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_an_empty_prompt_is_named_before_the_model_loads(tmp_path, capsys, model_dir, command, text):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}, {"prompt": text, "answer": "3"}])
+    if command == "train":
+        argv = ["train", "--model", str(model_dir), "--data", str(data), "--output-dir", str(tmp_path / "run")]
+    else:
+        argv = ["eval", "--model", str(model_dir), "--data", str(data)]
+    code, err = run(capsys, *argv)
+    assert code == 2
+    assert one_error_line(err) == f"error: {data} row 1: the prompt is empty or whitespace only"
+
+
 def test_rows_without_an_answer_are_refused_naming_them(tmp_path, capsys, model_dir):
     rows = [{"prompt": "a", "answer": "1"}, {"prompt": "b", "answer": None}, {"prompt": "c"},
             {"prompt": "d", "answer": "  "}, {"prompt": "e", "answer": 0}]

@@ -150,6 +150,8 @@ def apply_template(text: str, template: str | None) -> str:
 
 def _build_prompt(raw: Any, template: str | None, system_prompt: str | None, where: str) -> str | list[dict]:
     if isinstance(raw, str):
+        if not raw.strip():
+            raise DataError(f"{where}: the prompt is empty or whitespace only")
         text = apply_template(raw, template)
         if system_prompt is None:
             return text

@@ -54,7 +54,10 @@ class WatchedVerifier:
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
         try:
-            answer = self.verifier(prompts, completions)
+            try:
+                answer = self.verifier(prompts, completions)
+            except SystemExit as exit_:  # sys.exit() inside a reward function: a failed call, not the end of the run
+                raise RuntimeError(f"the verifier called sys.exit({exit_.code!r})") from None
         except Exception as err:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError

@@ -27,7 +27,8 @@ from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
-from reinforce_ada.training.guards import GenerationStopped, RunStopped, check_finite, check_prompt_lengths, check_verifier_failures, watch_verifier
+from reinforce_ada.training.guards import (GenerationStopped, RunStopped, check_finite, check_prompt_lengths,
+                                          check_verifier_failures, watch_verifier)
 from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.run_data import data_fingerprint
 from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_run_folder, prepare_run_folder,
@@ -187,6 +188,10 @@ class Trainer:
                                         f"{' '.join(str(err).split())}") from err
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
+            raise
+        except KeyboardInterrupt:  # Ctrl-C, SIGINT, or a reward function raising it: the record says so
+            record_event(self.config, {"event": "stopped", "step": self.step,
+                                       "reason": f"interrupted (KeyboardInterrupt) during step {self.step + 1}"})
             raise
         finally:
             self._lock.release()

@@ -99,6 +99,55 @@ def test_rewards_that_are_not_real_numbers_stop_the_run_naming_the_cause(tmp_pat
     assert len(step_lines(tmp_path / "run")) == step - 1
 
 
+def _exiting_rewards(prompts, completions):
+    raise SystemExit(4)
+
+
+def _interrupting_rewards(prompts, completions):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.fault("sys.exit() inside a reward function", "a failed verifier call: exit 3 naming sys.exit(4), "
+                   "a 'stopped' event (it was exit 4 with no message)")
+def test_a_reward_function_calling_sys_exit_is_a_failed_call_not_the_end_of_the_process(tmp_path):
+    trainer = Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 1}), **setup(_exiting_rewards,
+                                                                                           evaluate=False))
+    with pytest.raises(RunStopped, match=r"sys\.exit\(4\)"):
+        trainer.train()
+    history = [json.loads(x) for x in (tmp_path / "run" / "config_history.jsonl").read_text().splitlines()]
+    assert history[-1]["event"] == "stopped"
+
+
+@pytest.mark.fault("KeyboardInterrupt / SIGINT during training (Ctrl-C, or raised by a reward function)",
+                   "a 'stopped' event saying so; the CLI prints one line and exits 130 (it was a traceback, exit 1)")
+def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path, monkeypatch, capsys):
+    import reinforce_ada.training as training
+    from reinforce_ada.cli import main
+
+    trainer = Trainer(small_config(tmp_path / "run", sampler={"max_rounds": 1}), **setup(_interrupting_rewards,
+                                                                                           evaluate=False))
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    history = [json.loads(x) for x in (tmp_path / "run" / "config_history.jsonl").read_text().splitlines()]
+    assert history[-1] == {**history[-1], "event": "stopped", "reason": "interrupted (KeyboardInterrupt) during step 1"}
+
+    class Interrupted:
+        def __init__(self, config):
+            pass
+
+        def train(self):
+            raise KeyboardInterrupt
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(training, "Trainer", Interrupted)
+    assert main(["train", "--max-steps", "1", "--output-dir", str(tmp_path / "cli")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("interrupted: reinforce-ada train stopped (KeyboardInterrupt)") and "Traceback" not in \
+        "\n".join(err)
+
+
 def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path):
     trainer = Trainer(small_config(tmp_path / "run"), **setup(reward_fixtures.always_none))
     with pytest.raises(RunStopped, match=r"^held-out evaluation at step 0: the verifier 'always_none' could not "
