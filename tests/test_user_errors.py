@@ -262,6 +262,20 @@ def test_an_empty_prompt_is_named_before_the_model_loads(tmp_path, capsys, model
     assert one_error_line(err) == f"error: {data} row 1: the prompt is empty or whitespace only"
 
 
+@pytest.mark.fault("chat prompts (--system-prompt or a messages column) for a tokenizer without a chat template",
+                   "exit 2, one line naming the prompt and what to change, once the model has loaded (it was a "
+                   "ValueError traceback, exit 1)")
+def test_chat_prompts_for_a_tokenizer_without_a_chat_template_are_one_line(tmp_path, capsys):
+    from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "train", "--model", str(SHIPPED_START_MODELS / "arithmetic"), "--data", str(data),
+                    "--verifier", "exact", "--max-new-tokens", "8", "--system-prompt", "Add.",
+                    "--output-dir", str(tmp_path / "run"))
+    assert code == 2 and "Traceback" not in err  # (after the weights load: the prompts are encoded there)
+    assert err.strip().splitlines()[-1].startswith("error: prompt ") and "has no chat_template" in err
+
+
 def test_rows_without_an_answer_are_refused_naming_them(tmp_path, capsys, model_dir):
     rows = [{"prompt": "a", "answer": "1"}, {"prompt": "b", "answer": None}, {"prompt": "c"},
             {"prompt": "d", "answer": "  "}, {"prompt": "e", "answer": 0}]

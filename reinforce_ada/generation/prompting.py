@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.types import Prompt
 
 __all__ = ["check_prompts_fit", "check_sampling_params", "encode_prompt", "prompt_messages"]
@@ -49,8 +50,9 @@ def encode_prompt(tokenizer: Any, prompt: Prompt, use_chat_template: bool = True
         messages = [{"role": "user", "content": prompt.prompt}]  # type: ignore[dict-item]
     if messages is not None:
         if not has_template:
-            raise ValueError(f"prompt {prompt.prompt_id!r} is a list of chat messages but the tokenizer has no "
-                             "chat_template; set tokenizer.chat_template or pass the prompt as a string")
+            raise ConfigError(f"prompt {prompt.prompt_id!r} is a list of chat messages but the model's tokenizer has "
+                              "no chat_template: give a model whose tokenizer has one, or plain-text prompts (no "
+                              "--system-prompt, no 'messages' column)")
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     else:
         text = prompt.prompt
