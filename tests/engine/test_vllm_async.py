@@ -18,6 +18,7 @@ from reinforce_ada.sampling.protocols import FatalGenerationError  # noqa: E402
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler  # noqa: E402
 from reinforce_ada.training.update import token_logprobs  # noqa: E402
 from reinforce_ada.types import Prompt  # noqa: E402
+from test_vllm_generator import optimizer_steps  # noqa: E402
 
 MAX_NEW_TOKENS = 6
 
@@ -60,16 +61,6 @@ def largest_mismatch(batch, asked, model, tokenizer) -> float:
                 trainer, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
             worst = max(worst, float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()))
     return worst
-
-
-def optimizer_steps(model, num: int, lr: float = 1e-2) -> None:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 1]])
-    for _ in range(num):
-        logprobs, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
-        optimizer.zero_grad()
-        (-logprobs.sum()).backward()
-        optimizer.step()
 
 
 def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(bed):
