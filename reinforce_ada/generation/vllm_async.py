@@ -198,10 +198,10 @@ class VLLMAsyncEngine:
         except BaseException:
             loop.close()
             raise
-        if tokenizer is None:
-            from transformers import AutoTokenizer
+        if tokenizer is None:  # the library's loader: the folder's declared tokenizer class (the built-in char one)
+            from reinforce_ada.models.loading import load_tokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(model_path)
+            tokenizer = load_tokenizer(model_path)
         return cls(engine, tokenizer, loop=loop, **own)
 
     @classmethod
