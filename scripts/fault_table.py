@@ -70,16 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed table; exit 1 if it differs")
     args = parser.parse_args(argv)
-    doc = DOC.read_text()
-    expected = render(doc, collect())
+    doc, rows = DOC.read_text(), collect()
+    expected = render(doc, rows)
     if args.check:
         if expected != doc:
             print(f"{DOC.relative_to(ROOT)}'s fault table is out of date: run python scripts/fault_table.py\n")
-            print(table(collect()))
+            print(table(rows))
             return 1
         return 0
     DOC.write_text(expected)
-    print(f"wrote {len(collect())} rows into {DOC.relative_to(ROOT)}")
+    print(f"wrote {len(rows)} rows into {DOC.relative_to(ROOT)}")
     return 0
 
 

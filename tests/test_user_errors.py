@@ -234,14 +234,16 @@ def model_dir(tmp_path):
     return path
 
 
+def on_data(command, model_dir, data, tmp_path):
+    """``train`` (into a fresh run folder) or ``eval`` of ``model_dir`` on the data file ``data``."""
+    argv = [command, "--model", str(model_dir), "--data", str(data)]
+    return argv + ["--output-dir", str(tmp_path / "run")] if command == "train" else argv
+
+
 @pytest.mark.parametrize("command", ["train", "eval"])
 def test_missing_column_is_named_with_the_available_ones_in_train_and_eval(tmp_path, capsys, model_dir, command):
     data = write_jsonl(tmp_path / "d.jsonl", [{"question": "1+1?", "solution": "2"}])
-    if command == "train":
-        argv = ["train", "--model", str(model_dir), "--data", str(data), "--output-dir", str(tmp_path / "run")]
-    else:
-        argv = ["eval", "--model", str(model_dir), "--data", str(data)]
-    code, err = run(capsys, *argv)
+    code, err = run(capsys, *on_data(command, model_dir, data, tmp_path))
     assert code == 2
     assert one_error_line(err) == (f"error: {data}: no column 'prompt' (given as prompt_key); available columns: "
                                    "'question', 'solution'")
@@ -253,11 +255,7 @@ def test_missing_column_is_named_with_the_available_ones_in_train_and_eval(tmp_p
 @pytest.mark.parametrize("text", ["", "   \n"])
 def test_an_empty_prompt_is_named_before_the_model_loads(tmp_path, capsys, model_dir, command, text):
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}, {"prompt": text, "answer": "3"}])
-    if command == "train":
-        argv = ["train", "--model", str(model_dir), "--data", str(data), "--output-dir", str(tmp_path / "run")]
-    else:
-        argv = ["eval", "--model", str(model_dir), "--data", str(data)]
-    code, err = run(capsys, *argv)
+    code, err = run(capsys, *on_data(command, model_dir, data, tmp_path))
     assert code == 2
     assert one_error_line(err) == f"error: {data} row 1: the prompt is empty or whitespace only"
 
