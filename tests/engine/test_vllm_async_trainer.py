@@ -5,7 +5,6 @@ the module."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -13,12 +12,8 @@ pytestmark = pytest.mark.vllm
 
 import torch  # noqa: E402
 
-from reinforce_ada.config import TrainConfig  # noqa: E402
-from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model  # noqa: E402
 
-from test_vllm_trainer import addition  # noqa: E402
-
-STEPS = 3
+from test_vllm_trainer import STEPS, train_briefly  # noqa: E402
 
 
 def first_digit_verifier(prompts, completions):
@@ -29,19 +24,9 @@ def first_digit_verifier(prompts, completions):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from reinforce_ada.training import Trainer
-
-    folder = tmp_path_factory.mktemp("vllm-async-train")
-    model = build_tiny_model(num_heads=2, seed=0)
-    before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    config = TrainConfig(model="injected", generator="vllm", max_steps=STEPS, batch_size=4, max_new_tokens=4,
-                         eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder), num_threads=1,
-                         sampler={"samples_per_round": 4, "max_rounds": 2, "group_size": 4, "mode": "streaming"})
-    trainer = Trainer(config, model=model, tokenizer=build_char_tokenizer(), train_prompts=addition(64, 1),
-                      eval_prompts=addition(8, 2), verifier=first_digit_verifier)
-    summary = trainer.train()
-    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    yield trainer, summary, [r for r in records if "sampling/total_samples" in r], before
+    trainer, *rest = train_briefly(tmp_path_factory.mktemp("vllm-async-train"), first_digit_verifier,
+                                   mode="streaming")
+    yield trainer, *rest
     trainer.close()
 
 

@@ -32,21 +32,27 @@ def first_digit_verifier(prompts, completions):
     return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def train_briefly(folder, verifier, **sampler):
+    """``STEPS`` steps of the tiny model with ``generator='vllm'`` (the engine the sampler settings pick) into
+    ``folder``: (trainer, summary, the steps' metric records, the weights before); the caller closes the trainer."""
     from reinforce_ada.training import Trainer
 
-    folder = tmp_path_factory.mktemp("vllm-train")
     model = build_tiny_model(num_heads=2, seed=0)  # head_dim 32, which vLLM's CPU attention serves
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     config = TrainConfig(model="injected", generator="vllm", max_steps=STEPS, batch_size=4, max_new_tokens=4,
                          eval_prompts=8, eval_samples=2, learning_rate=1e-2, output_dir=str(folder), num_threads=1,
-                         sampler={"samples_per_round": 4, "max_rounds": 2, "group_size": 4})
+                         sampler={"samples_per_round": 4, "max_rounds": 2, "group_size": 4, **sampler})
     trainer = Trainer(config, model=model, tokenizer=build_char_tokenizer(), train_prompts=addition(64, 1),
-                      eval_prompts=addition(8, 2), verifier=first_digit_verifier)
+                      eval_prompts=addition(8, 2), verifier=verifier)
     summary = trainer.train()
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    yield trainer, summary, [r for r in records if "sampling/total_samples" in r], before
+    return trainer, summary, [r for r in records if "sampling/total_samples" in r], before
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    trainer, *rest = train_briefly(tmp_path_factory.mktemp("vllm-train"), first_digit_verifier)
+    yield trainer, *rest
     trainer.close()
 
 
