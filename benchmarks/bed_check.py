@@ -1,30 +1,162 @@
-"""The bed check of benchmarks/learning.py --bed runs (GRPO n=8 vs n=4): each at its best lr by final accuracy, the
-paired final-accuracy difference, the start histogram and seconds per step from the run folders.
+"""Stage 1's check of a bed (docs/benchmarks.md, "Beds"): does GRPO with twice the completions per prompt learn faster
+per step than GRPO with n = 4? If it does not, more signal per step does not turn into accuracy on that bed, and no
+sampler can show a per-token gain there.
 
-    python benchmarks/bed_check.py benchmarks/results/bed_h128x2_arithmetic.json runs/bench/bed-h128x2-arithmetic
+It reads what ``benchmarks/learning.py --bed NAME --strategies grpo grpo-n8 --json PATH`` wrote (no training) and
+prints one table row: the bed, its parameters, the start accuracy, the start model's per-prompt pass-rate histogram,
+the paired difference n=8 minus n=4 of the final held-out accuracy (each arm at its own best lr of the grid by mean
+final accuracy; mean ± 95% t-interval over the seeds both ran), the best lrs and the seconds per step. The bed passes
+when the interval's lower end is above 0.
+
+    python benchmarks/bed_check.py benchmarks/results/bed_h128x4_arithmetic.json
+    python benchmarks/bed_check.py benchmarks/results/bed_*.json --markdown --json checks.json
+
+Seconds per step come from the rows (``seconds_per_step``, written by learning.py since it records it) or, for older
+files, from the run folders under ``--runs`` (the mean of their ``time/step_seconds``); otherwise they are left out.
 """
-import json, sys, glob, statistics
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from learning_report import t_interval
-path, out = sys.argv[1], sys.argv[2]
-rows = json.load(open(path))["rows"]
-details = json.load(open(path.replace(".json", "_details.json")))
-runs = {}
-for r in rows:
-    runs.setdefault(r["strategy"], {}).setdefault(r["lr"], {})[r["seed"]] = r["history"]
-best = {s: max(by, key=lambda lr: statistics.mean(h[-1][2] for h in by[lr].values())) for s, by in runs.items()}
-for s, by in runs.items():
-    for lr, h in sorted(by.items()):
-        print(s, lr, "final %.3f ± %.3f" % t_interval([x[-1][2] for x in h.values()]), "*" if lr == best[s] else "")
-a, b = runs["grpo"][best["grpo"]], runs["grpo-n8"][best["grpo-n8"]]
-seeds = sorted(a)
-print("start %.3f" % statistics.mean(a[s][0][2] for s in seeds))
-print("n8 - n4 final (paired, each at best lr): %.3f ± %.3f" % t_interval([b[s][-1][2] - a[s][-1][2] for s in seeds]))
-rates = details["start_pass_rates"]["arithmetic"]
-print("start histogram (%d prompts, 8 samples): p=0 %d, 0<p<1 %d, p=1 %d" % (len(rates), sum(r == 0 for r in rates),
-      sum(0 < r < 1 for r in rates), sum(r == 1 for r in rates)))
-for s in ("grpo", "grpo-n8"):
-    secs = []
-    for f in glob.glob(f"{out}/arithmetic-{s}-lr*-seed*/metrics.jsonl"):
-        secs += [json.loads(l)["time/step_seconds"] for l in open(f) if "time/step_seconds" in l]
-    print(s, "s/step %.3f (median %.3f, %d steps)" % (statistics.mean(secs), statistics.median(secs), len(secs)))
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from beds import BEDS  # noqa: E402
+from learning_report import t_interval  # noqa: E402
+
+ARMS = ("grpo", "grpo-n8")
+
+
+def load(path: Path) -> tuple[list[dict], dict]:
+    rows = json.loads(path.read_text())["rows"]
+    details = path.with_name(path.stem + "_details.json")
+    return rows, (json.loads(details.read_text()) if details.exists() else {})
+
+
+def parameters(bed_name: str | None) -> int | None:
+    """The bed's parameter count from its safetensors header (no weights loaded); None without the file."""
+    if bed_name not in BEDS or not BEDS[bed_name].has_weights():
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(BEDS[bed_name].folder / "model.safetensors"), "pt") as weights:
+        return sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
+
+
+def seconds_per_step(rows: list[dict], runs: Path | None, task: str, strategy: str, lr: float) -> float | None:
+    values = [r["seconds_per_step"] for r in rows if r.get("seconds_per_step") is not None]
+    if values:
+        return statistics.mean(values)
+    if runs is None:
+        return None
+    seconds = []
+    for metrics in runs.glob(f"{task}-{strategy}-lr{lr:g}-seed*/metrics.jsonl"):
+        seconds += [json.loads(line)["time/step_seconds"] for line in metrics.read_text().splitlines()
+                    if "time/step_seconds" in line]
+    return statistics.mean(seconds) if seconds else None
+
+
+def check(path: Path, runs: Path | None = None) -> dict:
+    """The bed check of one learning.py --json file (a ValueError naming what is missing if it cannot be made)."""
+    rows, details = load(path)
+    tasks = sorted({r["task"] for r in rows})
+    if len(tasks) != 1:
+        raise ValueError(f"{path}: a bed check needs the runs of one task, found {tasks or 'none'}")
+    task = tasks[0]
+    by_arm: dict[str, dict[float, dict[int, list]]] = {}
+    for row in rows:
+        if row["strategy"] in ARMS:
+            by_arm.setdefault(row["strategy"], {}).setdefault(row["lr"], {})[row["seed"]] = row
+    missing = [arm for arm in ARMS if arm not in by_arm]
+    if missing:
+        raise ValueError(f"{path}: no runs of {', '.join(missing)} (run learning.py with --strategies grpo grpo-n8)")
+    best = {arm: max(sorted(by_lr), key=lambda lr: statistics.mean(r["history"][-1][2] for r in by_lr[lr].values()))
+            for arm, by_lr in by_arm.items()}
+    n4, n8 = by_arm["grpo"][best["grpo"]], by_arm["grpo-n8"][best["grpo-n8"]]
+    seeds = sorted(set(n4) & set(n8))
+    if len(seeds) < 2:
+        raise ValueError(f"{path}: the two arms share {len(seeds)} seed(s) at their best lrs; a paired interval needs 2")
+    diff, half = t_interval([n8[s]["history"][-1][2] - n4[s]["history"][-1][2] for s in seeds])
+    rates = details.get("start_pass_rates", {}).get(task, [])
+    bed = details.get("args", {}).get("bed")
+    return {
+        "file": str(path), "bed": bed or f"tiny-{task}", "task": task, "seeds": seeds,
+        "steps": n4[seeds[0]]["history"][-1][0], "parameters": parameters(bed or f"tiny-{task}"),
+        "start_accuracy": statistics.mean(n4[s]["history"][0][2] for s in seeds),
+        "start_histogram": {"p=0": sum(r == 0 for r in rates), "between": sum(0 < r < 1 for r in rates),
+                            "p=1": sum(r == 1 for r in rates), "prompts": len(rates),
+                            "samples": details.get("args", {}).get("bucket_samples")},
+        "final": {arm: statistics.mean(runs_[s]["history"][-1][2] for s in seeds) for arm, runs_ in (("grpo", n4),
+                                                                                                   ("grpo-n8", n8))},
+        "final_by_lr": {arm: {str(lr): t_interval([r["history"][-1][2] for r in by_lr[lr].values()])
+                              for lr in sorted(by_lr)} for arm, by_lr in by_arm.items()},
+        "n8_minus_n4": [diff, half], "passes": bool(diff - half > 0), "best_lr": best,
+        "seconds_per_step": {arm: seconds_per_step([r for r in rows if r["strategy"] == arm and r["lr"] == best[arm]],
+                                                   runs, task, arm, best[arm]) for arm in ARMS},
+    }
+
+
+def markdown_row(result: dict) -> str:
+    h = result["start_histogram"]
+    diff, half = result["n8_minus_n4"]
+    secs = result["seconds_per_step"]
+    secs_text = " / ".join("-" if secs[a] is None else f"{secs[a]:.2f}" for a in ARMS)
+    params = "-" if result["parameters"] is None else f"{result['parameters']:,}"
+    return (f"| `{result['bed']}` | {params} | {result['start_accuracy']:.3f} | {h['p=0']} / {h['between']} / "
+            f"{h['p=1']} | **{diff:+.3f} ± {half:.3f}** ({result['final']['grpo-n8']:.3f} vs "
+            f"{result['final']['grpo']:.3f}): **{'passes' if result['passes'] else 'fails'}** | "
+            f"{result['best_lr']['grpo']:g} / {result['best_lr']['grpo-n8']:g} | {secs_text} |")
+
+
+MARKDOWN_HEADER = ("| bed | params | start acc (held-out) | start pass rates (p=0 / between / p=1) | n=8 minus n=4, final "
+                   "acc (paired) | best lr n=4 / n=8 | s/step n=4 / n=8 |\n| --- | --- | --- | --- | --- | --- | --- |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("json", nargs="+", type=Path, help="learning.py --json files, one bed each")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="folder of the run folders, for seconds per step when the rows lack them (one file)")
+    parser.add_argument("--markdown", action="store_true", help="print the docs table rows instead of the text")
+    parser.add_argument("--json-out", "--json", dest="json_out", type=Path, default=None,
+                        help="also write the checks as JSON to this path")
+    args = parser.parse_args(argv)
+    if args.runs is not None and len(args.json) > 1:
+        parser.error("--runs goes with one results file")
+    for path in args.json:
+        if not path.is_file():
+            parser.error(f"no such results file: {path}")
+    try:
+        results = [check(path, args.runs) for path in args.json]
+    except (ValueError, KeyError, json.JSONDecodeError) as err:
+        print(f"bed_check: {err}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        print(MARKDOWN_HEADER)
+        print("\n".join(markdown_row(r) for r in results))
+    for r in results if not args.markdown else ():
+        print(f"{r['bed']} ({r['file']}): seeds {r['seeds']}, {r['steps']} steps, start accuracy "
+              f"{r['start_accuracy']:.3f}")
+        for arm, by_lr in r["final_by_lr"].items():
+            for lr, (mean, half) in by_lr.items():
+                star = " *" if float(lr) == r["best_lr"][arm] else ""
+                print(f"  {arm:8s} lr {float(lr):g}: final {mean:.3f} ± {half:.3f}{star}")
+        h = r["start_histogram"]
+        print(f"  start pass rates ({h['prompts']} prompts x {h['samples']} samples): p=0 {h['p=0']}, "
+              f"0<p<1 {h['between']}, p=1 {h['p=1']}")
+        diff, half = r["n8_minus_n4"]
+        print(f"  n=8 minus n=4, final accuracy (paired, each at its best lr): {diff:+.3f} ± {half:.3f} -> "
+              f"{'passes' if r['passes'] else 'fails'}")
+        print("  seconds per step: " + ", ".join(
+            f"{arm} {'-' if s is None else f'{s:.3f}'}" for arm, s in r["seconds_per_step"].items()))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -28,7 +28,8 @@ What it reports, per task (mean over seeds, 95% t-interval; details in docs/benc
 weights; ``tiny-<task>`` is exactly the default above).
 
 ``--json PATH`` writes ``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, total_generated_tokens,
-heldout_accuracy], ...]}, ...]}`` (step 0 included), and next to it ``<stem>_details.json`` (zero-variance per step,
+heldout_accuracy], ...], "seconds_per_step"}, ...]}`` (step 0 included; seconds per step: the mean of the run's
+``time/step_seconds``, sampling + update without the evaluations), and next to it ``<stem>_details.json`` (zero-variance per step,
 per-prompt pass rates for the buckets). ``--from-json PATH`` recomputes the tables and plots from such files without
 training. Plots go to ``--docs``/img/learning-<task>.png unless ``--no-write``.
 """
@@ -115,8 +116,10 @@ def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace
     train = get_task(task).prompts(args.train_prompts, seed=seed, split="train") if args.train_prompts else None
     trainer = Trainer(train_config(task, strategy, lr, seed, args, out), train_prompts=train, **bed_model(args))
     trainer.train()
-    tokens_at, history, zero_variance = {0: 0}, [], []
+    tokens_at, history, zero_variance, step_seconds = {0: 0}, [], [], []
     for record in read_metrics(out):
+        if "time/step_seconds" in record:
+            step_seconds.append(float(record["time/step_seconds"]))
         if "total_tokens" in record:
             tokens_at[record["step"]] = int(record["total_tokens"])
         if "sampling/zero_variance_fraction" in record:
@@ -125,7 +128,8 @@ def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace
             history.append([int(record["step"]), tokens_at[record["step"]], float(record["eval/accuracy"])])
     end_rates = (pass_rates(trainer.model, trainer.tokenizer, trainer.verifier, bucket_prompts(task, args),
                             args.bucket_samples, seed) if args.bucket_prompts else [])
-    return {"history": history, "zero_variance": zero_variance, "end_pass_rates": end_rates}
+    return {"history": history, "zero_variance": zero_variance, "end_pass_rates": end_rates,
+            "seconds_per_step": round(sum(step_seconds) / len(step_seconds), 4) if step_seconds else None}
 
 
 def bed_model(args: argparse.Namespace) -> dict:
@@ -280,7 +284,8 @@ def main(argv=None) -> int:
                     for strategy in args.strategies:
                         result = run(task, strategy, lr, seed, args)
                         rows.append({"task": task, "strategy": strategy, "lr": lr, "seed": seed,
-                                     "history": result["history"]})
+                                     "history": result["history"],
+                                     "seconds_per_step": result["seconds_per_step"]})
                         details["zero_variance"].setdefault(task, {}).setdefault(strategy, {}).setdefault(
                             str(lr), {})[str(seed)] = result["zero_variance"]
                         details["end_pass_rates"].setdefault(task, {}).setdefault(strategy, {}).setdefault(

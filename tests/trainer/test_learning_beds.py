@@ -52,6 +52,7 @@ def test_the_tiny_bed_runs_exactly_what_the_task_alone_runs(tmp_path):
         assert bench.main(extra + TINY_RUN + ["--out", str(tmp_path / name), "--json", str(out)]) == 0
         rows = json.loads(out.read_text())["rows"]
         assert [(r["task"], r["strategy"]) for r in rows] == [("arithmetic", "grpo")]
+        assert rows[0]["seconds_per_step"] > 0  # the mean of the run's time/step_seconds
         histories.append(rows[0]["history"])
     assert histories[0] == histories[1]
     assert json.loads(bench.details_path(tmp_path / "bed.json").read_text())["args"]["bed"] == "tiny-arithmetic"
@@ -90,3 +91,51 @@ def test_the_documented_bed_check_comes_from_the_committed_json():
     assert report["grpo_lr"] == 5e-4 and n8["best_lr"] == 5e-4 and report["seeds"] == [0, 1, 2, 3, 4]
     mean, half = bench.t_interval(n8["gain_vs_grpo_final"])
     assert (round(mean, 3), round(half, 3)) == (-0.001, 0.027)
+
+
+def load_bed_check():
+    load_benchmark()  # puts benchmarks/ on sys.path
+    import bed_check
+
+    return bed_check
+
+
+def write_bed_results(path, finals, start=0.2, lrs=(5e-4, 1e-3), rates=(0.0, 0.5, 1.0, 0.0)):
+    """A learning.py --json file of GRPO n=4 and n=8 runs whose final accuracies are ``finals[arm][lr][seed]``."""
+    rows = [{"task": "arithmetic", "strategy": arm, "lr": lr, "seed": seed, "history": [[0, 0, start], [40, 1000, final]],
+             "seconds_per_step": 0.2 if arm == "grpo-n8" else 0.1}
+            for arm, by_lr in finals.items() for lr, by_seed in by_lr.items() for seed, final in by_seed.items()]
+    path.write_text(json.dumps({"rows": rows}))
+    path.with_name(path.stem + "_details.json").write_text(json.dumps(
+        {"start_pass_rates": {"arithmetic": list(rates)}, "args": {"bed": "h128x2-arithmetic", "bucket_samples": 8}}))
+    return path
+
+
+def test_bed_check_pairs_each_arm_at_its_best_lr(tmp_path):
+    bed_check = load_bed_check()
+    seeds = range(5)
+    finals = {"grpo": {5e-4: {s: 0.30 + 0.01 * s for s in seeds}, 1e-3: {s: 0.20 for s in seeds}},
+              "grpo-n8": {5e-4: {s: 0.25 for s in seeds}, 1e-3: {s: 0.35 + 0.01 * s + 0.002 * (s % 2) for s in seeds}}}
+    result = bed_check.check(write_bed_results(tmp_path / "bed.json", finals))
+    assert result["best_lr"] == {"grpo": 5e-4, "grpo-n8": 1e-3}
+    diff, half = result["n8_minus_n4"]
+    assert diff == pytest.approx(0.05 + 0.002 * 2 / 5) and 0 < half < diff and result["passes"]
+    assert result["start_histogram"] == {"p=0": 2, "between": 1, "p=1": 1, "prompts": 4, "samples": 8}
+    assert result["seconds_per_step"] == pytest.approx({"grpo": 0.1, "grpo-n8": 0.2})
+    assert "**passes**" in bed_check.markdown_row(result)
+
+
+def test_bed_check_fails_a_bed_whose_interval_holds_zero(tmp_path):
+    bed_check = load_bed_check()
+    noise = (0.03, -0.02, 0.01, -0.03, 0.02)
+    finals = {"grpo": {5e-4: {s: 0.3 for s in range(5)}},
+              "grpo-n8": {5e-4: {s: 0.3 + noise[s] for s in range(5)}}}
+    result = bed_check.check(write_bed_results(tmp_path / "bed.json", finals))
+    assert result["n8_minus_n4"][0] == pytest.approx(0.002) and not result["passes"]
+
+
+def test_bed_check_names_a_missing_arm(tmp_path, capsys):
+    bed_check = load_bed_check()
+    path = write_bed_results(tmp_path / "bed.json", {"grpo": {5e-4: {0: 0.3, 1: 0.3}}})
+    assert bed_check.main([str(path)]) == 2
+    assert "no runs of grpo-n8" in capsys.readouterr().err
