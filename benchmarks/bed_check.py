@@ -24,9 +24,11 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beds import BEDS  # noqa: E402
-from learning_report import t_interval  # noqa: E402
+from learning_report import BUCKETS, _in_bucket, t_interval  # noqa: E402
 
 ARMS = ("grpo", "grpo-n8")
 
@@ -89,7 +91,9 @@ def check(path: Path, runs: Path | None = None) -> dict:
         "start_accuracy": statistics.mean(n4[s]["history"][0][2] for s in seeds),
         "start_histogram": {"p=0": sum(r == 0 for r in rates), "between": sum(0 < r < 1 for r in rates),
                             "p=1": sum(r == 1 for r in rates), "prompts": len(rates),
-                            "samples": details.get("args", {}).get("bucket_samples")},
+                            "samples": details.get("args", {}).get("bucket_samples"),
+                            "buckets": {label: int(_in_bucket(np.asarray(rates, dtype=float), low, high).sum())
+                                        for low, high, label in BUCKETS}},
         "final": {arm: statistics.mean(runs_[s]["history"][-1][2] for s in seeds) for arm, runs_ in (("grpo", n4),
                                                                                                    ("grpo-n8", n8))},
         "final_by_lr": {arm: {str(lr): t_interval([r["history"][-1][2] for r in by_lr[lr].values()])
@@ -106,13 +110,13 @@ def markdown_row(result: dict) -> str:
     secs = result["seconds_per_step"]
     secs_text = " / ".join("-" if secs[a] is None else f"{secs[a]:.2f}" for a in ARMS)
     params = "-" if result["parameters"] is None else f"{result['parameters']:,}"
-    return (f"| `{result['bed']}` | {params} | {result['start_accuracy']:.3f} | {h['p=0']} / {h['between']} / "
-            f"{h['p=1']} | **{diff:+.3f} ± {half:.3f}** ({result['final']['grpo-n8']:.3f} vs "
+    return (f"| `{result['bed']}` | {params} | {result['start_accuracy']:.3f} | "
+            f"{' / '.join(str(c) for c in h['buckets'].values())} | **{diff:+.3f} ± {half:.3f}** ({result['final']['grpo-n8']:.3f} vs "
             f"{result['final']['grpo']:.3f}): **{'passes' if result['passes'] else 'fails'}** | "
             f"{result['best_lr']['grpo']:g} / {result['best_lr']['grpo-n8']:g} | {secs_text} |")
 
 
-MARKDOWN_HEADER = ("| bed | params | start acc (held-out) | start pass rates (p=0 / between / p=1) | n=8 minus n=4, final "
+MARKDOWN_HEADER = ("| bed | params | start acc (held-out) | start pass rates (p=0 / (0, .25] / (.25, .75) / [.75, 1) / 1) | n=8 minus n=4, final "
                    "acc (paired) | best lr n=4 / n=8 | s/step n=4 / n=8 |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
@@ -146,8 +150,8 @@ def main(argv=None) -> int:
                 star = " *" if float(lr) == r["best_lr"][arm] else ""
                 print(f"  {arm:8s} lr {float(lr):g}: final {mean:.3f} ± {half:.3f}{star}")
         h = r["start_histogram"]
-        print(f"  start pass rates ({h['prompts']} prompts x {h['samples']} samples): p=0 {h['p=0']}, "
-              f"0<p<1 {h['between']}, p=1 {h['p=1']}")
+        print(f"  start pass rates ({h['prompts']} prompts x {h['samples']} samples): "
+              + ", ".join(f"{label} {count}" for label, count in h["buckets"].items()))
         diff, half = r["n8_minus_n4"]
         print(f"  n=8 minus n=4, final accuracy (paired, each at its best lr): {diff:+.3f} ± {half:.3f} -> "
               f"{'passes' if r['passes'] else 'fails'}")

@@ -120,7 +120,10 @@ def test_bed_check_pairs_each_arm_at_its_best_lr(tmp_path):
     assert result["best_lr"] == {"grpo": 5e-4, "grpo-n8": 1e-3}
     diff, half = result["n8_minus_n4"]
     assert diff == pytest.approx(0.05 + 0.002 * 2 / 5) and 0 < half < diff and result["passes"]
-    assert result["start_histogram"] == {"p=0": 2, "between": 1, "p=1": 1, "prompts": 4, "samples": 8}
+    histogram = result["start_histogram"]
+    assert {k: histogram[k] for k in ("p=0", "between", "p=1", "prompts", "samples")} == \
+        {"p=0": 2, "between": 1, "p=1": 1, "prompts": 4, "samples": 8}
+    assert histogram["buckets"] == {"p=0": 2, "0<p<=.25": 0, ".25<p<.75": 1, ".75<=p<1": 0, "p=1": 1}
     assert result["seconds_per_step"] == pytest.approx({"grpo": 0.1, "grpo-n8": 0.2})
     assert "**passes**" in bed_check.markdown_row(result)
 
