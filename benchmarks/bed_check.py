@@ -9,7 +9,7 @@ final accuracy; mean ± 95% t-interval over the seeds both ran), the best lrs an
 when the interval's lower end is above 0.
 
     python benchmarks/bed_check.py benchmarks/results/bed_h128x4_arithmetic.json
-    python benchmarks/bed_check.py benchmarks/results/bed_*.json --markdown --json checks.json
+    python benchmarks/bed_check.py benchmarks/results/bed_*.json --markdown --json checks.json --plot checks.png
 
 Seconds per step come from the rows (``seconds_per_step``, written by learning.py since it records it) or, for older
 files, from the run folders under ``--runs`` (the mean of their ``time/step_seconds``); otherwise they are left out.
@@ -98,6 +98,7 @@ def check(path: Path, runs: Path | None = None) -> dict:
                                                                                                    ("grpo-n8", n8))},
         "final_by_lr": {arm: {str(lr): t_interval([r["history"][-1][2] for r in by_lr[lr].values()])
                               for lr in sorted(by_lr)} for arm, by_lr in by_arm.items()},
+        "curves": {arm: [runs_[s]["history"] for s in seeds] for arm, runs_ in (("grpo", n4), ("grpo-n8", n8))},
         "n8_minus_n4": [diff, half], "passes": bool(diff - half > 0), "best_lr": best,
         "seconds_per_step": {arm: seconds_per_step([r for r in rows if r["strategy"] == arm and r["lr"] == best[arm]],
                                                    runs, task, arm, best[arm]) for arm in ARMS},
@@ -116,6 +117,42 @@ def markdown_row(result: dict) -> str:
             f"{result['best_lr']['grpo']:g} / {result['best_lr']['grpo-n8']:g} | {secs_text} |")
 
 
+def plot(results: list[dict], path: Path) -> None:
+    """One panel per bed: held-out accuracy per step of both arms at their best lrs, mean and 95% t-interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(results))
+    rows = math.ceil(len(results) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.3 * rows), squeeze=False)
+    for ax, result in zip(axes.flat, results):
+        for arm, label in (("grpo", "GRPO n=4"), ("grpo-n8", "GRPO n=8")):
+            curves = result["curves"][arm]
+            steps = [h[0] for h in curves[0]]
+            acc = np.array([[h[2] for h in run] for run in curves])
+            mean = acc.mean(axis=0)
+            half = np.array([t_interval(acc[:, i])[1] for i in range(acc.shape[1])])
+            line, = ax.plot(steps, mean, lw=1.5, label=f"{label} (lr {result['best_lr'][arm]:g})")
+            ax.fill_between(steps, mean - half, mean + half, color=line.get_color(), alpha=0.15)
+        diff, half = result["n8_minus_n4"]
+        ax.set_title(f"{result['bed']}: n8-n4 {diff:+.3f} ± {half:.3f}", fontsize=9)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out sampled accuracy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(results):]:
+        ax.axis("off")
+    fig.suptitle(f"bed check: GRPO with 8 vs 4 completions per prompt, each at its best lr "
+                 f"({len(results[0]['seeds'])} seeds, 95% t-intervals)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 MARKDOWN_HEADER = ("| bed | params | start acc (held-out) | start pass rates (p=0 / (0, .25] / (.25, .75) / [.75, 1) / 1) | n=8 minus n=4, final "
                    "acc (paired) | best lr n=4 / n=8 | s/step n=4 / n=8 |\n| --- | --- | --- | --- | --- | --- | --- |")
 
@@ -128,6 +165,7 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the docs table rows instead of the text")
     parser.add_argument("--json-out", "--json", dest="json_out", type=Path, default=None,
                         help="also write the checks as JSON to this path")
+    parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="also plot the curves, one panel per bed")
     args = parser.parse_args(argv)
     if args.runs is not None and len(args.json) > 1:
         parser.error("--runs goes with one results file")
@@ -158,7 +196,10 @@ def main(argv=None) -> int:
         print("  seconds per step: " + ", ".join(
             f"{arm} {'-' if s is None else f'{s:.3f}'}" for arm, s in r["seconds_per_step"].items()))
     if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=1) + "\n")
+        args.json_out.write_text(json.dumps([{k: v for k, v in r.items() if k != "curves"} for r in results],
+                                            indent=1) + "\n")
+    if args.plot:
+        plot(results, args.plot)
     return 0
 
 

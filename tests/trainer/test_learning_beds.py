@@ -126,6 +126,9 @@ def test_bed_check_pairs_each_arm_at_its_best_lr(tmp_path):
     assert histogram["buckets"] == {"p=0": 2, "0<p<=.25": 0, ".25<p<.75": 1, ".75<=p<1": 0, "p=1": 1}
     assert result["seconds_per_step"] == pytest.approx({"grpo": 0.1, "grpo-n8": 0.2})
     assert "**passes**" in bed_check.markdown_row(result)
+    out = tmp_path / "checks.json"
+    assert bed_check.main([str(tmp_path / "bed.json"), "--json", str(out), "--plot", str(tmp_path / "c.png")]) == 0
+    assert json.loads(out.read_text())[0]["passes"] is True and (tmp_path / "c.png").stat().st_size > 0
 
 
 def test_bed_check_fails_a_bed_whose_interval_holds_zero(tmp_path):
