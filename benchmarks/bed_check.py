@@ -11,8 +11,9 @@ when the interval's lower end is above 0.
     python benchmarks/bed_check.py benchmarks/results/bed_h128x4_arithmetic.json
     python benchmarks/bed_check.py benchmarks/results/bed_*.json --markdown --json checks.json --plot checks.png
 
-Seconds per step come from the rows (``seconds_per_step``, written by learning.py since it records it) or, for older
-files, from the run folders under ``--runs`` (the mean of their ``time/step_seconds``); otherwise they are left out.
+Seconds per step (per arm, over all its runs) come from the rows (``seconds_per_step``, written by learning.py since it
+records it) or, for older files, from the run folders under ``--runs`` (the mean of their ``time/step_seconds``);
+otherwise they are left out.
 """
 
 from __future__ import annotations
@@ -49,14 +50,15 @@ def parameters(bed_name: str | None) -> int | None:
         return sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
 
 
-def seconds_per_step(rows: list[dict], runs: Path | None, task: str, strategy: str, lr: float) -> float | None:
+def seconds_per_step(rows: list[dict], runs: Path | None, task: str, strategy: str) -> float | None:
+    """Mean seconds per step of one arm over all its runs (every lr): from the rows, else from the run folders."""
     values = [r["seconds_per_step"] for r in rows if r.get("seconds_per_step") is not None]
     if values:
         return statistics.mean(values)
     if runs is None:
         return None
     seconds = []
-    for metrics in runs.glob(f"{task}-{strategy}-lr{lr:g}-seed*/metrics.jsonl"):
+    for metrics in runs.glob(f"{task}-{strategy}-lr*-seed*/metrics.jsonl"):
         seconds += [json.loads(line)["time/step_seconds"] for line in metrics.read_text().splitlines()
                     if "time/step_seconds" in line]
     return statistics.mean(seconds) if seconds else None
@@ -100,9 +102,15 @@ def check(path: Path, runs: Path | None = None) -> dict:
                               for lr in sorted(by_lr)} for arm, by_lr in by_arm.items()},
         "curves": {arm: [runs_[s]["history"] for s in seeds] for arm, runs_ in (("grpo", n4), ("grpo-n8", n8))},
         "n8_minus_n4": [diff, half], "passes": bool(diff - half > 0), "best_lr": best,
-        "seconds_per_step": {arm: seconds_per_step([r for r in rows if r["strategy"] == arm and r["lr"] == best[arm]],
-                                                   runs, task, arm, best[arm]) for arm in ARMS},
+        "seconds_per_step": {arm: seconds_per_step([r for r in rows if r["strategy"] == arm], runs, task, arm)
+                             for arm in ARMS},
     }
+
+
+def lr_text(lr: float) -> str:
+    """2.5e-4, 5e-4, 1e-3: a learning rate as the docs write it."""
+    mantissa, exponent = f"{lr:.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
 
 
 def markdown_row(result: dict) -> str:
@@ -114,7 +122,7 @@ def markdown_row(result: dict) -> str:
     return (f"| `{result['bed']}` | {params} | {result['start_accuracy']:.3f} | "
             f"{' / '.join(str(c) for c in h['buckets'].values())} | **{diff:+.3f} ± {half:.3f}** ({result['final']['grpo-n8']:.3f} vs "
             f"{result['final']['grpo']:.3f}): **{'passes' if result['passes'] else 'fails'}** | "
-            f"{result['best_lr']['grpo']:g} / {result['best_lr']['grpo-n8']:g} | {secs_text} |")
+            f"{lr_text(result['best_lr']['grpo'])} / {lr_text(result['best_lr']['grpo-n8'])} | {secs_text} |")
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -154,7 +162,7 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 MARKDOWN_HEADER = ("| bed | params | start acc (held-out) | start pass rates (p=0 / (0, .25] / (.25, .75) / [.75, 1) / 1) | n=8 minus n=4, final "
-                   "acc (paired) | best lr n=4 / n=8 | s/step n=4 / n=8 |\n| --- | --- | --- | --- | --- | --- | --- |")
+                   "acc (paired; n=8 vs n=4) | best lr n=4 / n=8 | s/step n=4 / n=8 |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
 def main(argv=None) -> int:
