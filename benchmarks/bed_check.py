@@ -142,7 +142,7 @@ def plot(results: list[dict], path: Path) -> None:
             acc = np.array([[h[2] for h in run] for run in curves])
             mean = acc.mean(axis=0)
             half = np.array([t_interval(acc[:, i])[1] for i in range(acc.shape[1])])
-            line, = ax.plot(steps, mean, lw=1.5, label=f"{label} (lr {result['best_lr'][arm]:g})")
+            line, = ax.plot(steps, mean, lw=1.5, label=f"{label} (lr {lr_text(result['best_lr'][arm])})")
             ax.fill_between(steps, mean - half, mean + half, color=line.get_color(), alpha=0.15)
         diff, half = result["n8_minus_n4"]
         ax.set_title(f"{result['bed']}: n8-n4 {diff:+.3f} ± {half:.3f}", fontsize=9)

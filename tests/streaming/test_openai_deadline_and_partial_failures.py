@@ -38,6 +38,7 @@ class DripServer:
         self.sock.settimeout(0.2)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.drips: list[threading.Thread] = []
 
     @property
     def url(self) -> str:
@@ -49,7 +50,9 @@ class DripServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 continue
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+            drip = threading.Thread(target=self._drip, args=(conn,), daemon=True)
+            self.drips.append(drip)
+            drip.start()
 
     def _drip(self, conn: socket.socket) -> None:
         sent = 0
@@ -76,6 +79,8 @@ class DripServer:
     def __exit__(self, *exc) -> None:
         self.stopped.set()
         self.thread.join(timeout=5)
+        for drip in self.drips:  # each records its bytes_sent on the way out: read them only after that
+            drip.join(timeout=5)
         self.sock.close()
 
 
