@@ -79,18 +79,46 @@ def test_a_made_bed_is_fp16_of_its_shape_and_trains(tmp_path, monkeypatch):
     assert json.loads(out.read_text())["rows"][0]["task"] == "arithmetic"
 
 
-def test_the_documented_bed_check_comes_from_the_committed_json():
-    """README and docs/benchmarks.md ("Beds") quote the h128x2-arithmetic check from its committed JSON."""
-    bench = load_benchmark()
+DOCUMENTED_BED_CHECKS = {  # docs/benchmarks.md ("Beds") and the README: bed -> (n8 - n4, half-width, best lrs)
+    "tiny_arithmetic": (0.016, 0.052, (5e-4, 1e-3)), "h128x2_arithmetic": (-0.001, 0.031, (5e-4, 2.5e-4)),
+    "h128x4_arithmetic": (-0.001, 0.020, (2.5e-4, 2.5e-4)), "tiny_arithmetic_mixed": (-0.002, 0.025, (2.5e-4, 2.5e-4)),
+    "h128x2_arithmetic_mixed": (0.006, 0.013, (2.5e-4, 5e-4)),
+    "h128x4_arithmetic_mixed": (0.005, 0.013, (2.5e-4, 5e-4)),
+    "h128x2_arithmetic_100steps": (0.016, 0.023, (2.5e-4, 5e-4)),
+    "h128x2_arithmetic_mixed_100steps": (-0.002, 0.021, (2.5e-4, 2.5e-4)),
+}
+
+
+@pytest.mark.parametrize("name", DOCUMENTED_BED_CHECKS)
+def test_the_documented_bed_checks_come_from_the_committed_json(name):
+    bed_check = load_bed_check()
     from pathlib import Path
 
-    results = Path(bench.__file__).resolve().parent / "results"
-    rows = json.loads((results / "bed_h128x2_arithmetic.json").read_text())["rows"]
-    report = bench.analyse("arithmetic", rows, {})
-    n8 = report["strategies"]["grpo-n8"]
-    assert report["grpo_lr"] == 5e-4 and n8["best_lr"] == 5e-4 and report["seeds"] == [0, 1, 2, 3, 4]
-    mean, half = bench.t_interval(n8["gain_vs_grpo_final"])
-    assert (round(mean, 3), round(half, 3)) == (-0.001, 0.027)
+    result = bed_check.check(Path(bed_check.__file__).resolve().parent / "results" / f"bed_{name}.json")
+    diff, half, (lr4, lr8) = DOCUMENTED_BED_CHECKS[name]
+    assert result["seeds"] == [0, 1, 2, 3, 4] and not result["passes"]
+    assert (round(result["n8_minus_n4"][0], 3), round(result["n8_minus_n4"][1], 3)) == (diff, half)
+    assert (result["best_lr"]["grpo"], result["best_lr"]["grpo-n8"]) == (lr4, lr8)
+    lrs = {float(lr) for lr in result["final_by_lr"]["grpo"]}
+    assert lrs == ({2.5e-4, 5e-4, 1e-3} if name.endswith("100steps") else {2.5e-4, 5e-4, 1e-3, 2e-3})
+    assert result["steps"] == (100 if name.endswith("100steps") else 40)
+
+
+@pytest.mark.slow
+def test_a_committed_bed_history_reproduces(tmp_path):
+    """A fresh clone runs from the committed bed weights: the same seed gives the committed history (its first 8
+    steps: the lr is constant, so a shorter run follows the same path)."""
+    bench = load_benchmark()
+    out = tmp_path / "r.json"
+    assert bench.main(["--bed", "h128x2-arithmetic", "--seeds", "0", "--steps", "8", "--eval-every", "4", "--lrs",
+                       "2.5e-4", "--strategies", "grpo", "--bucket-prompts", "0", "--out", str(tmp_path / "runs"),
+                       "--json", str(out), "--no-write"]) == 0
+    history = json.loads(out.read_text())["rows"][0]["history"]
+    results = bench.Path(bench.__file__).resolve().parent / "results"
+    committed = next(r["history"] for r in json.loads((results / "bed_h128x2_arithmetic.json").read_text())["rows"]
+                     if (r["strategy"], r["lr"], r["seed"]) == ("grpo", 2.5e-4, 0))
+    assert [h[:2] for h in history] == [h[:2] for h in committed[:3]]  # steps and generated tokens
+    assert all(abs(a[2] - b[2]) <= 0.005 for a, b in zip(history, committed))  # accuracy, 4 of 800 samples
 
 
 def load_bed_check():
