@@ -9,7 +9,8 @@ final accuracy; mean ± 95% t-interval over the seeds both ran), the best lrs an
 when the interval's lower end is above 0.
 
     python benchmarks/bed_check.py benchmarks/results/bed_h128x4_arithmetic.json
-    python benchmarks/bed_check.py benchmarks/results/bed_*.json --markdown --json checks.json --plot checks.png
+    python benchmarks/bed_check.py benchmarks/results/bed_tiny_arithmetic.json \
+        benchmarks/results/bed_h128x2_arithmetic.json --markdown --json checks.json --plot checks.png
 
 Seconds per step (per arm, over all its runs) come from the rows (``seconds_per_step``, written by learning.py since it
 records it) or, for older files, from the run folders under ``--runs`` (the mean of their ``time/step_seconds``);
@@ -35,7 +36,11 @@ ARMS = ("grpo", "grpo-n8")
 
 
 def load(path: Path) -> tuple[list[dict], dict]:
-    rows = json.loads(path.read_text())["rows"]
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ValueError(f"{path} is not a learning.py --json file (no \"rows\" list; a _details file or a "
+                         f"bed_check --json output?)")
+    rows = data["rows"]
     details = path.with_name(path.stem + "_details.json")
     return rows, (json.loads(details.read_text()) if details.exists() else {})
 

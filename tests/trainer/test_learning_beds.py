@@ -173,3 +173,6 @@ def test_bed_check_names_a_missing_arm(tmp_path, capsys):
     path = write_bed_results(tmp_path / "bed.json", {"grpo": {5e-4: {0: 0.3, 1: 0.3}}})
     assert bed_check.main([str(path)]) == 2
     assert "no runs of grpo-n8" in capsys.readouterr().err
+    details = path.with_name("bed_details.json")
+    assert bed_check.main([str(details)]) == 2
+    assert "is not a learning.py --json file" in capsys.readouterr().err
