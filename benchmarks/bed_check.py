@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beds import BEDS  # noqa: E402
+from learning import details_path  # noqa: E402
 from learning_report import BUCKETS, _in_bucket, t_interval  # noqa: E402
 
 ARMS = ("grpo", "grpo-n8")
@@ -40,12 +41,11 @@ def load(path: Path) -> tuple[list[dict], dict]:
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ValueError(f"{path} is not a learning.py --json file (no \"rows\" list; a _details file or a "
                          f"bed_check --json output?)")
-    rows = data["rows"]
-    details = path.with_name(path.stem + "_details.json")
-    return rows, (json.loads(details.read_text()) if details.exists() else {})
+    details = details_path(path)
+    return data["rows"], (json.loads(details.read_text()) if details.exists() else {})
 
 
-def parameters(bed_name: str | None) -> int | None:
+def parameters(bed_name: str) -> int | None:
     """The bed's parameter count from its safetensors header (no weights loaded); None without the file."""
     if bed_name not in BEDS or not BEDS[bed_name].has_weights():
         return None
@@ -91,10 +91,10 @@ def check(path: Path, runs: Path | None = None) -> dict:
         raise ValueError(f"{path}: the two arms share {len(seeds)} seed(s) at their best lrs; a paired interval needs 2")
     diff, half = t_interval([n8[s]["history"][-1][2] - n4[s]["history"][-1][2] for s in seeds])
     rates = details.get("start_pass_rates", {}).get(task, [])
-    bed = details.get("args", {}).get("bed")
+    bed = details.get("args", {}).get("bed") or f"tiny-{task}"  # a run without --bed started from the tiny bed
     return {
-        "file": str(path), "bed": bed or f"tiny-{task}", "task": task, "seeds": seeds,
-        "steps": n4[seeds[0]]["history"][-1][0], "parameters": parameters(bed or f"tiny-{task}"),
+        "file": str(path), "bed": bed, "task": task, "seeds": seeds,
+        "steps": n4[seeds[0]]["history"][-1][0], "parameters": parameters(bed),
         "start_accuracy": statistics.mean(n4[s]["history"][0][2] for s in seeds),
         "start_histogram": {"p=0": sum(r == 0 for r in rates), "between": sum(0 < r < 1 for r in rates),
                             "p=1": sum(r == 1 for r in rates), "prompts": len(rates),

@@ -209,6 +209,17 @@ def test_the_documented_whole_pool_figures_come_from_the_committed_json(capsys):
         "acc@B 0.004 ± 0.011" in out[1]
 
 
+def assert_paired_gains(bench, report, strategy, at_budget, final, lr=5e-4) -> dict:
+    """The strategy is at ``lr`` and its paired gains over GRPO, at GRPO's token budget and at its last step, are the
+    documented (mean, half-width) pairs, to 3 decimals. Returns the strategy's report entry."""
+    entry = report["strategies"][strategy]
+    assert entry["best_lr"] == lr
+    for key, (gain, half) in (("gain_vs_grpo_at_budget", at_budget), ("gain_vs_grpo_final", final)):
+        mean, width = bench.t_interval(entry[key])
+        assert (round(mean, 3), round(width, 3)) == (gain, half), (strategy, key)
+    return entry
+
+
 def test_the_documented_ten_seed_figures_come_from_the_committed_json():
     """README and docs/benchmarks.md ("Current model, seeds 0-9") quote these from
     benchmarks/results/learning_results_seeds10.json."""
@@ -220,11 +231,7 @@ def test_the_documented_ten_seed_figures_come_from_the_committed_json():
     expected = {"ada-balanced": ((-0.009, 0.024), (0.024, 0.022), 0.55, 0.35, 0.82),
                 "stream-mixed": ((-0.000, 0.025), (0.024, 0.019), 0.61, 0.50, 0.93)}
     for strategy, (at_budget, final, ratio, low, high) in expected.items():
-        entry = report["strategies"][strategy]
-        assert entry["best_lr"] == 5e-4
-        for key, (gain, half) in (("gain_vs_grpo_at_budget", at_budget), ("gain_vs_grpo_final", final)):
-            mean, width = bench.t_interval(entry[key])
-            assert (round(mean, 3), round(width, 3)) == (gain, half), (strategy, key)
+        entry = assert_paired_gains(bench, report, strategy, at_budget, final)
         steps = entry["steps"]
         assert (round(steps["ratio"], 2), round(steps["ratio_low"], 2), round(steps["ratio_high"], 2)) == \
             (ratio, low, high), strategy
@@ -242,11 +249,7 @@ def test_the_documented_mixed_ten_seed_figures_come_from_the_committed_json():
     assert round(sum(h[0][2] for h in grpo) / 10, 3) == 0.147 and round(sum(h[-1][2] for h in grpo) / 10, 3) == 0.148
     expected = {"ada-balanced": ((0.003, 0.010), (0.017, 0.010), 5.7), "stream-mixed": ((0.009, 0.011), (0.013, 0.012), 4.1)}
     for strategy, (at_budget, final, tokens) in expected.items():
-        entry = report["strategies"][strategy]
-        assert entry["best_lr"] == 5e-4
-        for key, (gain, half) in (("gain_vs_grpo_at_budget", at_budget), ("gain_vs_grpo_final", final)):
-            mean, width = bench.t_interval(entry[key])
-            assert (round(mean, 3), round(width, 3)) == (gain, half), (strategy, key)
+        assert_paired_gains(bench, report, strategy, at_budget, final)
         ratio = sum(r["history"][-1][1] for r in rows if r["strategy"] == strategy and r["lr"] == 5e-4) / \
             sum(h[-1][1] for h in grpo)
         assert round(ratio, 1) == tokens, strategy
