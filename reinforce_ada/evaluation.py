@@ -249,12 +249,22 @@ def run(args: argparse.Namespace) -> int:
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
+    from reinforce_ada.training.guards import WatchedVerifier, check_verifier_failures
+
+    watched = {data: WatchedVerifier(verifier, verifier_names[data]) for data, verifier in verifiers.items()}
+    for verifier in watched.values():
+        verifier.start_window()
     try:
-        results = evaluate(generator, verifiers, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
+        results = evaluate(generator, watched, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
                            threshold=threshold, progress=not args.json)
     finally:
         if callable(getattr(generator, "close", None)):
             generator.close()  # a vLLM engine: shut down
+    limit = source.config.max_verifier_failure_rate if source.config is not None else 1.0
+    for data, row in results["datasets"].items():  # a verifier that failed on (almost) everything measured nothing
+        check_verifier_failures(f"eval of {data}", row["num_verifier_failures"], row["num_samples"], limit,
+                                watched[data], "Such an accuracy would measure the verifier, not the model, so eval "
+                                               "reports none.")
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:

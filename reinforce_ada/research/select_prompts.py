@@ -43,6 +43,8 @@ class PassRateEstimate:
     num_samples: int
     num_positive: int
     kept: bool = True
+    num_failed: int = 0
+    """Samples the verifier could not score (reward None): counted as not passing."""
 
 
 def estimate_pass_rates(prompts: Sequence[Prompt], generator: Generator, verifier: Verifier, k: int = 16, *,
@@ -62,7 +64,8 @@ def estimate_pass_rates(prompts: Sequence[Prompt], generator: Generator, verifie
         for prompt, out, mine in zip(chunk, outputs, rewards):
             positives = sum(1 for r in mine if r is not None and r > positive_threshold)
             estimates.append(PassRateEstimate(prompt.prompt_id, prompt_key(prompt),
-                                              positives / len(out) if out else 0.0, len(out), positives))
+                                              positives / len(out) if out else 0.0, len(out), positives,
+                                              num_failed=sum(r is None for r in mine)))
         logger.info("estimated pass rates of %d/%d prompts", len(estimates), len(prompts))
     return estimates
 
@@ -170,12 +173,20 @@ def run(args: argparse.Namespace) -> int:
     if source is not None:
         print(f"model: {source.describe()}" + (f"; settings from the run: {', '.join(from_run)}" if from_run else ""))
     print(f"prompts: {what}")
+    from reinforce_ada.training.guards import WatchedVerifier, check_verifier_failures
+
+    watched = WatchedVerifier(verifier, args.verifier or getattr(verifier, "name", type(verifier).__name__))
+    watched.start_window()
     try:
-        estimates = estimate_pass_rates(prompts, generator, verifier, args.num_samples,
+        estimates = estimate_pass_rates(prompts, generator, watched, args.num_samples,
                                         prompts_per_call=args.prompts_per_call)
     finally:
         if callable(getattr(generator, "close", None)):
             generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
+    limit = source.config.max_verifier_failure_rate if source is not None and source.config is not None else 1.0
+    check_verifier_failures("select-prompts", sum(e.num_failed for e in estimates),
+                            sum(e.num_samples for e in estimates), limit, watched,
+                            "Pass rates from failed scoring would be made up, so nothing was written.")
     kept = select_by_pass_rate(estimates, args.low, args.high)
     kept_ids = {e.prompt_id for e in kept}
     with open(out, "w") as f:

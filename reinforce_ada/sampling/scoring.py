@@ -19,8 +19,6 @@
 from __future__ import annotations
 
 import logging
-import math
-import numbers
 from typing import Any, Sequence
 
 from reinforce_ada.sampling.protocols import (
@@ -34,6 +32,7 @@ from reinforce_ada.sampling.protocols import (
     is_transient,
 )
 from reinforce_ada.types import Completion, Prompt, PromptId
+from reinforce_ada.verifiers.base import real_reward, reward_list
 
 logger = logging.getLogger(__name__)
 
@@ -151,40 +150,15 @@ def not_retried(error: BaseException) -> BaseException:
                                 "not retried, as trying again would fail the same way")
 
 
-def _rewards_list(answer: Any, expected: int) -> list[Any]:
-    """The verifier's answer as a list of ``expected`` entries; anything else (a dict, a string, a number, a list of
-    the wrong length) is a :class:`VerifierError` naming what came back -- never read as its keys or characters."""
-    if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, Sequence) and not _is_array(answer):
-        raise VerifierError(f"verifier returned a {type(answer).__name__}; a verifier must return a list of "
-                            f"{expected} rewards (real numbers or None), one per completion")
-    rewards = answer.tolist() if _is_array(answer) else list(answer)
-    if len(rewards) != expected:
-        raise VerifierError(f"verifier returned {len(rewards)} rewards for {expected} completions")
-    return rewards
-
-
-def _is_array(value: Any) -> bool:
-    """A one-dimensional numpy array or torch tensor (what many reward functions return)."""
-    return getattr(value, "ndim", None) == 1 and callable(getattr(value, "tolist", None))
-
-
-def _real_reward(reward: Any) -> float | None:
-    """A real, finite number as a float; None, a non-number (str, dict, list, complex) or NaN/±inf -> None."""
-    if reward is None or isinstance(reward, (str, bytes)) or not isinstance(reward, numbers.Real):
-        return None
-    value = float(reward)
-    return value if math.isfinite(value) else None
-
-
 def reward_problem(answer: Any, expected: int) -> str | None:
     """What is wrong with a verifier's answer for ``expected`` completions (not a list of that many real finite
     numbers or None), in words; None when nothing is. The trainer's guard names it as a failing run's cause."""
     try:
-        rewards = _rewards_list(answer, expected)
+        rewards = reward_list(answer, expected)
     except VerifierError as err:
         return str(err)
     for i, reward in enumerate(rewards):
-        if reward is not None and _real_reward(reward) is None:
+        if reward is not None and real_reward(reward) is None:
             return (f"verifier returned reward={reward!r} (a {type(reward).__name__}) for completion {i}; rewards "
                     f"must be real finite numbers or None")
     return None
@@ -199,21 +173,21 @@ def score(verifier: Verifier, prompts: list[Prompt], completions: list[Completio
     counted by the caller under ``max_verifier_failure_rate``; the failures by type are logged here.
     """
     try:
-        rewards = _rewards_list(verifier(prompts, completions), len(completions))
+        rewards = reward_list(verifier(prompts, completions), len(completions))
     except Exception as err:  # noqa: BLE001
         logger.warning("verifier failed on a batch of %d (%s: %s); scoring one completion at a time",
                        len(completions), type(err).__name__, err)
         rewards, num_raised = [], 0
         for prompt, completion in zip(prompts, completions):
             try:
-                rewards.extend(_rewards_list(verifier([prompt], [completion]), 1))
+                rewards.extend(reward_list(verifier([prompt], [completion]), 1))
             except Exception:  # noqa: BLE001
                 num_raised += 1
                 rewards.append(None)
         if num_raised:
             logger.warning("verifier failed on %d of %d completions; they count as failures", num_raised,
                            len(prompts))
-    checked = [_real_reward(reward) for reward in rewards]
+    checked = [real_reward(reward) for reward in rewards]
     bad = [(i, reward) for i, (reward, value) in enumerate(zip(rewards, checked)) if value is None and reward is not None]
     if bad:
         i, reward = bad[0]

@@ -99,10 +99,15 @@ class WatchedVerifier:
             self.verifier.close()
 
 
+TRAINING_STOPS = ("Rewards that are all failures teach nothing, so the run stops here: nothing from this step was "
+                  "trained or saved.")
+
+
 def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: float,
-                            verifier: WatchedVerifier) -> None:
+                            verifier: WatchedVerifier, consequence: str = TRAINING_STOPS) -> None:
     """Stop the run when the share of completions that could not be scored -- ``num_failed`` (None rewards) plus
-    those the verifier scored 0 after a timeout or an error -- reaches ``limit``; name the verifier and the cause."""
+    those the verifier scored 0 after a timeout or an error -- reaches ``limit``; name the verifier and the cause,
+    then ``consequence`` (what was not done because of it)."""
     zero_scored = verifier.window_zero_scored()
     num_failed += zero_scored
     if num_total <= 0 or num_failed < limit * num_total:
@@ -124,8 +129,7 @@ def check_verifier_failures(where: str, num_failed: int, num_total: int, limit: 
         cause = "it returned None for them"
     raise RunStopped(
         f"{where}: the verifier {verifier.name!r} could not score {num_failed} of {num_total} completions "
-        f"({100 * num_failed / num_total:.0f}% >= max_verifier_failure_rate={limit:g}); {cause}. Rewards that are "
-        f"all failures teach nothing, so the run stops here: nothing from this step was trained or saved.")
+        f"({100 * num_failed / num_total:.0f}% >= max_verifier_failure_rate={limit:g}); {cause}. {consequence}")
 
 
 def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> None:

@@ -6,7 +6,11 @@ adapter the registry builds) depend on this module and the registry depends on t
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, Sequence
+
+from reinforce_ada.sampling.protocols import VerifierError
 
 
 def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
@@ -14,6 +18,58 @@ def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
     if len(prompts) != len(completions):
         raise ValueError(f"got {len(prompts)} prompts for {len(completions)} completions; pass one prompt per "
                          f"completion")
+
+
+def reward_list(answer: Any, expected: int, source: str = "verifier") -> list[Any]:
+    """A reward function's result as a list of ``expected`` entries, by the one rule every verifier path uses.
+
+    Accepted: a sequence (list, tuple) or a one-dimensional numpy array / torch tensor with one entry per
+    completion. Refused with a :class:`VerifierError` naming ``source`` and what came back: a mapping (never read as
+    its keys), a string, a generator or other one-pass iterator, a scalar, an array of another shape, a sequence of
+    the wrong length. The entries are checked by :func:`real_reward` where they are used.
+
+    >>> reward_list((1, 0.5, None), 3)
+    [1, 0.5, None]
+    >>> reward_list({0: 1.0, 1: 0.0}, 2, "reward function 'f'")
+    Traceback (most recent call last):
+    ...
+    reinforce_ada.sampling.protocols.VerifierError: reward function 'f' returned a dict; it must return a list of 2 \
+rewards (real numbers or None), one per completion
+    """
+    if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, Sequence) and not _is_array(answer):
+        raise VerifierError(f"{source} returned a {type(answer).__name__}; it must return a list of {expected} "
+                            f"rewards (real numbers or None), one per completion")
+    rewards = answer.tolist() if _is_array(answer) else list(answer)
+    if len(rewards) != expected:
+        raise VerifierError(f"{source} returned {len(rewards)} rewards, but {expected} were expected (one per "
+                            f"completion: {len(rewards)} rewards for {expected} completions)")
+    return rewards
+
+
+def _is_array(value: Any) -> bool:
+    """A one-dimensional numpy array or torch tensor (what many reward functions return)."""
+    return getattr(value, "ndim", None) == 1 and callable(getattr(value, "tolist", None))
+
+
+def real_reward(reward: Any) -> float | None:
+    """A real, finite number as a float; None, a non-number (str, dict, list, complex) or NaN/±inf -> None."""
+    if reward is None or isinstance(reward, (str, bytes)) or not isinstance(reward, numbers.Real):
+        return None
+    value = float(reward)
+    return value if math.isfinite(value) else None
+
+
+def checked_rewards(answer: Any, expected: int, source: str) -> list[float | None]:
+    """:func:`reward_list`, then every entry a float or None; an entry that is neither (a string, a nested list) is
+    a :class:`VerifierError` naming it -- ``"1"`` is never read as 1.0. NaN and ±inf pass as floats: the scorer
+    counts them as failures (:func:`real_reward`)."""
+    checked: list[float | None] = []
+    for i, reward in enumerate(reward_list(answer, expected, source)):
+        if reward is not None and (isinstance(reward, (str, bytes)) or not isinstance(reward, numbers.Real)):
+            raise VerifierError(f"{source} returned reward={reward!r} (a {type(reward).__name__}) for completion "
+                                f"{i}; rewards must be real numbers or None")
+        checked.append(None if reward is None else float(reward))
+    return checked
 
 
 class AnswerVerifier:

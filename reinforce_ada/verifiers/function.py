@@ -11,7 +11,10 @@ list (``answer=[...]``, ``solution=[...]``). :class:`RewardFunctionVerifier` reb
   ``Prompt.metadata`` becomes a column (``None`` where a prompt lacks it); ``completion_ids`` carries the token ids;
   ``options`` given to the constructor are passed unchanged.
 
-The result must have one entry per completion, each a number or ``None``.
+The result must be a sequence (list, tuple, 1-D array) with one entry per completion, each a real number or ``None``
+(:func:`~reinforce_ada.verifiers.base.checked_rewards`): a dict, a string, a generator or a scalar is a
+:class:`~reinforce_ada.sampling.protocols.VerifierError` -- a failed verifier call, which the sampler retries one
+completion at a time and then counts as failures -- never read as its keys or characters.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from reinforce_ada.errors import ConfigError
 from reinforce_ada.types import Completion, Prompt
-from reinforce_ada.verifiers.base import check_lengths
+from reinforce_ada.verifiers.base import check_lengths, checked_rewards
 
 
 def import_function(path: str) -> Callable:
@@ -75,21 +78,8 @@ class RewardFunctionVerifier:
             columns[key] = [p.metadata.get(key) for p in prompts]
         columns[self.answer_key] = [p.answer for p in prompts]
         columns["completion_ids"] = [list(c.token_ids) for c in completions]
-        rewards = self.fn([p.prompt for p in prompts], texts, **columns, **self.options)
-        try:
-            rewards = list(rewards)
-        except TypeError:
-            raise TypeError(f"reward function {self.name!r} returned {type(rewards).__name__}; expected a list of "
-                            f"floats or None") from None
-        if len(rewards) != len(completions):
-            raise ValueError(f"reward function {self.name!r} returned {len(rewards)} rewards for "
-                             f"{len(completions)} completions")
-        checked: list[float | None] = []
-        for reward in rewards:
-            self.stats["completions"] += 1
-            if reward is None:
-                self.stats["none"] += 1
-                checked.append(None)
-            else:
-                checked.append(float(reward))
-        return checked
+        rewards = checked_rewards(self.fn([p.prompt for p in prompts], texts, **columns, **self.options),
+                                  len(completions), f"reward function {self.name!r}")
+        self.stats["completions"] += len(rewards)
+        self.stats["none"] += rewards.count(None)
+        return rewards

@@ -25,7 +25,7 @@ import functools
 import pickle
 from typing import Any, Sequence
 
-from reinforce_ada.verifiers.base import check_lengths
+from reinforce_ada.verifiers.base import check_lengths, reward_list
 from reinforce_ada.verifiers.pool import WorkerPool
 from reinforce_ada.verifiers.registry import verifier_stats
 
@@ -41,9 +41,13 @@ class VerifierCallError(RuntimeError):
 def _call_in_worker(verifier: Any, prompts: list, completions: list) -> tuple[list, dict[str, int]]:
     """Worker side: score a batch; also return how the verifier's own counters moved during the call."""
     before = verifier_stats(verifier)
-    rewards = list(verifier(prompts, completions))
+    rewards = reward_list(verifier(prompts, completions), len(completions), f"verifier {_name(verifier)!r}")
     after = verifier_stats(verifier)
     return rewards, {k: v - before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
+
+
+def _name(verifier: Any) -> str:
+    return getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
 
 
 class TimedVerifier:
@@ -68,7 +72,7 @@ class TimedVerifier:
         self.verifier = verifier
         self.timeout = float(timeout)
         self.max_consecutive_timeouts = max_consecutive_timeouts
-        self.name = name or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
+        self.name = name or _name(verifier)
         self.stats: dict[str, int] = {**dict.fromkeys(verifier_stats(verifier), 0), "timeouts": 0,
                                         "timed_out_completions": 0, "skipped": 0}
         self._consecutive_timeouts = 0

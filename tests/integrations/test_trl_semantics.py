@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import pytest
@@ -182,6 +183,20 @@ def test_a_raising_reward_function_raises(tmp_path):
 
     with pytest.raises(ValueError, match="'one_short' returned 7 rewards, but 8 were expected"):
         train(tmp_path, reward_funcs=one_short)
+
+
+@pytest.mark.parametrize("result, cause", [
+    (lambda n: {i: 1.0 for i in range(n)}, "returned a dict"),
+    (lambda n: (1.0 for _ in range(n)), "returned a generator"),
+    (lambda n: "1" * n, "returned a str"),
+    (lambda n: ["1"] * n, "returned reward='1' (a str)"),
+])
+def test_a_reward_function_result_that_is_not_a_list_of_numbers_raises(tmp_path, result, cause):
+    def odd(prompts, completions, **kwargs):
+        return result(len(completions))
+
+    with pytest.raises(ValueError, match=re.escape(f"reward function 'odd' {cause}")):
+        train(tmp_path, reward_funcs=odd)
 
 
 def test_all_rewards_none_logs_trls_warning(tmp_path, caplog):

@@ -235,6 +235,21 @@ def test_rows_without_scores_use_reward_fn_or_fail_clearly():
     assert calls == fake.call_sizes  # called once per round on that round's rows
 
 
+@pytest.mark.parametrize("returned", [
+    lambda rows: {i: 1.0 for i in range(len(rows))},
+    lambda rows: [str(1.0)] * len(rows),
+    lambda rows: 1.0,
+])
+def test_a_reward_fn_result_that_is_not_one_number_per_row_is_a_verifier_failure(returned):
+    from reinforce_ada.integrations.verl.rollout import _sequence_scores
+    from reinforce_ada.sampling.protocols import VerifierError
+
+    rows = [None] * 3
+    with pytest.raises(VerifierError, match="verl's reward_fn returned"):
+        _sequence_scores(returned(rows), len(rows))
+    assert _sequence_scores(torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.5, 0.0]]), 3) == [1.0, 0.0, 0.5]
+
+
 def test_selection_is_seeded_and_its_rng_carries_across_steps():
     def kept_offsets(out):  # which of the step's 8 samples were kept (sample ids are consecutive within a step)
         ids = sample_ids(out)

@@ -24,3 +24,18 @@ def correct(prompts, completions, solution, **kwargs):
 def first_digit(prompts, completions, **kwargs):
     """Picklable twin of trainer_fixtures.digit_verifier (verifier protocol: Prompt objects in)."""
     return [1.0 if c.text[:1] == str(p.answer)[:1] else 0.0 for p, c in zip(prompts, completions)]
+
+
+def as_dict(prompts, completions, answer, **kwargs):
+    """Rewards keyed by position: a mapping, never read as its keys 0..n-1."""
+    return {i: float(c.strip() == a) for i, (c, a) in enumerate(zip(completions, answer))}
+
+
+def as_generator(prompts, completions, **kwargs):
+    """A one-pass iterator of rewards: refused like a mapping."""
+    return (1.0 for _ in completions)
+
+
+def as_digit_strings(prompts, completions, **kwargs):
+    """Entries that are strings: "1" is never read as 1.0."""
+    return ["1"] * len(completions)

@@ -321,6 +321,47 @@ def test_cli_a_hanging_verifier_with_a_timeout_costs_a_few_timeouts(tmp_path, cl
     assert "2 call(s) ran past the verifier timeout of 2 s" in err
 
 
+@pytest.mark.fault("a `module:function` reward returns a dict, a generator or strings (train, with and without "
+                   "--verifier-timeout)", "exit 3 naming what came back; nothing trained or saved (a dict was read as "
+                   "its keys: reward_mean 13.79, exit 0)")
+@pytest.mark.parametrize("timeout", [[], ["--verifier-timeout", "30"]], ids=["in-process", "timed-worker"])
+@pytest.mark.parametrize("function, cause", [
+    ("as_dict", "reward function 'as_dict' returned a dict; it must return a list of"),
+    ("as_generator", "reward function 'as_generator' returned a generator"),
+    ("as_digit_strings", "reward function 'as_digit_strings' returned reward='1' (a str)"),
+])
+def test_cli_a_reward_function_result_that_is_not_a_list_of_numbers_stops_the_run(tmp_path, cli_run, capsys, timeout,
+                                                                                  function, cause):
+    from reinforce_ada import cli
+
+    out = tmp_path / "run"
+    assert cli.main([*cli_run, "--verifier", f"reward_fixtures:{function}", *timeout, "--output-dir", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert f"error: step 1: the verifier 'reward_fixtures:{function}' could not score 32 of 32 completions" in err
+    assert cause in err
+    assert step_lines(out) == [] and not list(out.glob("checkpoint-*"))
+
+
+@pytest.mark.fault("`eval` / `select-prompts` with a reward function that returns a dict",
+                   "exit 3 naming the cause, nothing written (it gave Ave@k 0.984 and pass rates 0.75-1.0, exit 0)")
+def test_eval_and_select_prompts_stop_on_a_reward_function_that_returns_a_dict(tmp_path, cli_run, capsys):
+    from reinforce_ada import cli
+
+    run = tmp_path / "run"
+    assert cli.main([*cli_run, "--max-steps", "1", "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    common = ["--verifier", "reward_fixtures:as_dict", "--max-new-tokens", "4"]
+    data = cli_run[cli_run.index("--data") + 1]
+    assert cli.main(["eval", str(run), *common, "--data", data, "--k", "2", "--limit", "4", "--json"]) == 3
+    err = capsys.readouterr().err
+    assert f"error: eval of {data}: the verifier 'reward_fixtures:as_dict' could not score 8 of 8" in err
+    assert "returned a dict" in err
+    assert cli.main(["select-prompts", str(run), *common, "-k", "2", "--limit", "4"]) == 3
+    err = capsys.readouterr().err
+    assert "error: select-prompts: the verifier 'reward_fixtures:as_dict' could not score 8 of 8" in err
+    assert not (run / "selected_prompts.jsonl").exists() and not (run / "pass_rates.jsonl").exists()
+
+
 # -- the run folder ------------------------------------------------------------------------------------------------
 def test_overwrite_deletes_the_old_run_first_and_never_mixes(tmp_path):
     out = tmp_path / "run"

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY
 from reinforce_ada.types import Completion, Prompt
+from reinforce_ada.verifiers.base import checked_rewards
 
 ROW_KEY = "trl_row"
 """``Prompt.metadata`` key holding the dataset row (dict) the prompt came from."""
@@ -105,15 +106,10 @@ class TRLRewardVerifier:
                                   completion_ids=completion_ids, **kwargs)
                     if inspect.isawaitable(output):
                         output = asyncio.run_coroutine_threadsafe(_await(output), trainer.async_loop).result()
-                    values = list(output)
+                    values = checked_rewards(output, len(completions), f"reward function {name!r}")
             except Exception as err:  # noqa: BLE001 -- re-raised by the trainer, as TRL would
                 raise RewardFunctionError(name, err) from err
-            if len(values) != len(completions):
-                raise RewardFunctionError(name, ValueError(
-                    f"The reward function {name!r} returned {len(values)} rewards, but {len(completions)} were "
-                    "expected (one per completion). Make sure the reward function returns exactly one reward per "
-                    "completion."))
-            per_func.append([math.nan if v is None else float(v) for v in values])
+            per_func.append([math.nan if v is None else v for v in values])
 
         correctness = self.correctness if self.correctness is not None else range(len(per_func))
         scores: list[float | None] = []

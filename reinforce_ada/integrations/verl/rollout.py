@@ -41,8 +41,9 @@ from reinforce_ada.integrations.verl.convert import (
 from reinforce_ada.integrations.verl.metrics import combine_round_timing, sequence_metrics
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.sampler import AdaptiveSampler
-from reinforce_ada.sampling.protocols import GenerationRequest, Verifier
+from reinforce_ada.sampling.protocols import GenerationRequest, Verifier, VerifierError
 from reinforce_ada.types import Completion, Prompt, SampledBatch
+from reinforce_ada.verifiers.base import checked_rewards
 
 logger = logging.getLogger(__name__)
 
@@ -177,15 +178,18 @@ class RolloutRewardVerifier:
         return rewards
 
 
-def _sequence_scores(scored: Any, expected: int) -> list[float]:
-    """One float per row from whatever a reward function returned."""
+def _sequence_scores(scored: Any, expected: int) -> list[float | None]:
+    """One reward per row from what ``reward_fn`` returned: a DataProto's ``rm_scores`` or a tensor, ``(B,)`` or
+    ``(B, T)`` (summed over tokens, verl's convention); anything else by the rule every verifier path uses
+    (:func:`~reinforce_ada.verifiers.base.checked_rewards`: a sequence of real numbers or None, never a mapping)."""
     tensor = scored.batch["rm_scores"] if hasattr(scored, "batch") else scored
-    tensor = torch.as_tensor(tensor, dtype=torch.float64)
-    if tensor.dim() == 2:
-        tensor = tensor.sum(dim=-1)
-    if tensor.dim() != 1 or tensor.shape[0] != expected:
-        raise ValueError(f"reward_fn returned scores of shape {tuple(tensor.shape)} for {expected} rows")
-    return tensor.tolist()
+    if isinstance(tensor, torch.Tensor):
+        if tensor.dim() == 2:
+            tensor = tensor.sum(dim=-1)
+        if tensor.dim() != 1 or tensor.shape[0] != expected:
+            raise VerifierError(f"reward_fn returned scores of shape {tuple(tensor.shape)} for {expected} rows")
+        tensor = tensor.to(torch.float64)
+    return checked_rewards(tensor, expected, "verl's reward_fn")
 
 
 def row_metrics(sampled: SampledBatch, generated: Any, out: Any) -> dict[str, float]:
