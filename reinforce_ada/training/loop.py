@@ -276,6 +276,7 @@ class Trainer:
         self.verifier.start_window()
         if hasattr(self.generator, "load_weights") and cfg.generator != "hf":
             self.generator.load_weights(self.model)
+        weights_pushed = time.perf_counter()
         if cfg.strategy == "dapo":
             batch = self.sampler.sample(self.stream)
         else:
@@ -287,6 +288,7 @@ class Trainer:
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
         if hasattr(self.generator, "sleep"):
             self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
+        slept = time.perf_counter()
         seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids)
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs["advantages"],
@@ -300,6 +302,7 @@ class Trainer:
         self.totals["tokens"] += generated_tokens
         elapsed = time.perf_counter() - started
         self.totals["wall_seconds"] += elapsed
+        scoring = self.verifier.window_seconds()
         metrics: dict[str, Any] = {"step": self.step}
         metrics.update({f"sampling/{k}": v for k, v in batch.metrics.items()})
         # the update's metrics are train/*, except those named with their own room (mismatch/*)
@@ -311,6 +314,11 @@ class Trainer:
             "train/num_sequences": int(seqs["input_ids"].shape[0]),
             "time/sampling_seconds": sampled - started,
             "time/step_seconds": elapsed,
+            # where the step's time went; the four add up to time/step_seconds
+            "time/generation_seconds": sampled - weights_pushed - scoring,  # + the sampler's own bookkeeping
+            "time/scoring_seconds": scoring,  # inside the verifier
+            "time/update_seconds": started + elapsed - slept,  # sequences, old log-probs, PPO-clip update
+            "time/sync_seconds": (weights_pushed - started) + (slept - sampled),  # weight push and engine sleep
         })
         if batch.generation_error:
             metrics["sampling/generation_error"] = batch.generation_error
