@@ -1,4 +1,4 @@
-"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts.
+"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts, compare.
 
 Errors: an option no subcommand has is refused (no prefix matching: ``--learning-rat`` is not ``--learning-rate``).
 A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
@@ -68,7 +68,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_arguments(p: argparse.ArgumentParser) -> None:
+def train_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``train`` option (``--config`` and one per TrainConfig field); ``compare`` passes them to its runs."""
     from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
     from reinforce_ada.data.tasks import task_names_text
     from reinforce_ada.verifiers.registry import VERIFIERS
@@ -140,7 +141,7 @@ class Subcommand:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
-               _train_arguments, _run_train,
+               train_arguments, _run_train,
                description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
                            "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
                            "addition, on CPU."),
@@ -158,6 +159,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                            "Ave@k, pass@1 and pass@k per data source."),
     Subcommand("select-prompts", "estimate pass rates with k samples and keep a difficulty range",
                "reinforce_ada.research.select_prompts:add_arguments", "reinforce_ada.research.select_prompts:run",
+               doc_description=True),
+    Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
+               "reinforce_ada.research.compare:add_arguments", "reinforce_ada.research.compare:run",
                doc_description=True),
     Subcommand("simulate-multistep", "multi-step simulation: drifting pass rates, streaming, memory, latency",
                "reinforce_ada.research.simulate_multistep:add_arguments",

@@ -209,7 +209,8 @@ class Trainer:
             self.accuracy_history.append((0, self.accuracy_before))
             writer.write({"step": 0, "eval/accuracy": self.accuracy_before, "total_samples": 0})
             logger.info("held-out sampled accuracy before training: %.1f%%", 100 * self.accuracy_before)
-        progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True)
+        progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True,
+                        disable=None)  # a bar on a terminal only
         try:
             while self.step < cfg.max_steps:
                 metrics = self.train_step()

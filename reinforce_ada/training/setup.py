@@ -56,7 +56,7 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
         train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
         task = get_task(cfg.task, **cfg.task_options())
-        train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+        train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
     return train, held_out_prompts(cfg, task), run_verifier(cfg, task), task
 
 
