@@ -25,6 +25,7 @@ import logging
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from reinforce_ada.research.compare_runs import (LEDGER, Job, concurrency, quiet
                                                  run_folder_state, run_jobs)
 from reinforce_ada.research.compare_strategies import STRATEGIES, parse_strategy
 
-__all__ = ["add_arguments", "build_grid", "run"]
+__all__ = ["Grid", "add_arguments", "make_grid", "run", "run_comparison"]
 
 logger = logging.getLogger(__name__)
 MANIFEST = "compare.json"
@@ -79,9 +80,6 @@ def _train_settings(args: argparse.Namespace) -> dict[str, Any]:
     given = {k: v for k, v in vars(args).items() if k not in _COMPARE_DESTS + ("command", "func", "verbose")}
     settings = config_settings(TrainConfig, read_config_file(args.config), args.config) if args.config else {}
     settings.update(config_settings(TrainConfig, given))
-    for name, instead in OWN_OPTIONS.items():
-        if name in settings:
-            raise UsageError(f"--{name.replace('_', '-')}: compare sets it for every run; give {instead}")
     return settings
 
 
@@ -106,14 +104,78 @@ def _option_parser():
     return parse
 
 
-def build_grid(args: argparse.Namespace) -> tuple[dict[str, Any], list[Job]]:
-    """The comparison's manifest (what compare.json records) and its runs, every run's config built and checked."""
-    from reinforce_ada.config import TrainConfig, load_config
+@dataclass
+class Grid:
+    """One comparison: ``strategies`` (name -> train settings by dotted name, the baseline among them) x ``lrs`` x
+    ``seeds``, every run also given ``train``; its run folders and report in ``out``. :func:`make_grid` checks it."""
 
-    if len(set(args.lrs)) != len(args.lrs) or any(not (math.isfinite(lr) and lr > 0) for lr in args.lrs):
-        raise UsageError(f"--lrs must be distinct positive numbers (got {' '.join(map(str, args.lrs))})")
-    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
-        raise UsageError(f"--seeds must be distinct non-negative integers (got {' '.join(map(str, args.seeds))})")
+    strategies: dict[str, dict[str, Any]]
+    lrs: list[float]
+    seeds: list[int]
+    train: dict[str, Any]
+    baseline: str
+    best_lr: str
+    out: Path
+
+    def manifest(self) -> dict[str, Any]:
+        """What compare.json records: everything that decides the runs and the report."""
+        return {"format": 1, "baseline": self.baseline, "best_lr": self.best_lr, "strategies": self.strategies,
+                "lrs": list(self.lrs), "seeds": list(self.seeds), "train": self.train}
+
+    def check_out(self) -> None:
+        """``out`` is new, empty, or this grid's comparison folder (a rerun); anything else is refused, naming the
+        first difference."""
+        _check_manifest(self.out, self.manifest())
+
+    def jobs(self) -> list[Job]:
+        """The runs, seed by seed, lr by lr, cycling through the strategies (an even mix in flight); every run's
+        config is built and checked here, before any run."""
+        from reinforce_ada.config import TrainConfig, load_config
+
+        jobs = []
+        for seed in self.seeds:
+            for lr in self.lrs:
+                for name, settings in self.strategies.items():
+                    run_name = f"{name}-lr{lr:g}-seed{seed}"
+                    values = {**self.train, **settings, "learning_rate": lr, "seed": seed,
+                              "output_dir": str(self.out / run_name)}
+                    try:
+                        load_config(TrainConfig, None, values)
+                    except UserError as err:
+                        raise type(err)(f"strategy {name} (lr {lr:g}, seed {seed}): {err}") from None
+                    jobs.append(Job(run_name, name, lr, seed, values))
+        return jobs
+
+
+def make_grid(strategies: dict[str, dict[str, Any]], lrs: list[float], seeds: list[int], train: dict[str, Any],
+              out: Path | str, baseline: str | None = None, best_lr: str = "tokens") -> Grid:
+    """A checked :class:`Grid` (an error is a one-line :class:`~reinforce_ada.errors.UsageError` naming the option):
+    distinct positive lrs, distinct seeds, no strategy setting what compare sets per run or contradicting ``train``."""
+    if not lrs or len(set(lrs)) != len(lrs) or any(not (math.isfinite(lr) and lr > 0) for lr in lrs):
+        raise UsageError(f"--lrs must be distinct positive numbers (got {' '.join(map(str, lrs))})")
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise UsageError(f"--seeds must be distinct non-negative integers (got {' '.join(map(str, seeds))})")
+    if best_lr not in BEST_LR_RULES:
+        raise UsageError(f"--best-lr must be one of {', '.join(BEST_LR_RULES)} (got {best_lr!r})")
+    for name, instead in OWN_OPTIONS.items():
+        if name in train:
+            raise UsageError(f"--{name.replace('_', '-')}: compare sets it for every run; give {instead}")
+    for name, settings in strategies.items():
+        for own, instead in OWN_OPTIONS.items():
+            if own != "strategy" and own in settings:
+                raise UsageError(f"--strategies {name}: compare sets {own} for every run; give {instead}")
+        clash = {k: (v, train[k]) for k, v in settings.items() if k in train and train[k] != v}
+        if clash:
+            key, (theirs, yours) = next(iter(clash.items()))
+            raise UsageError(f"strategy {name} sets {key}={theirs!r}, but the train options give {key}={yours!r}; "
+                             f"drop the option or define your own strategy with NAME=\"...\"")
+    baseline = baseline or next(iter(strategies))
+    if baseline not in strategies:
+        raise UsageError(f"--baseline {baseline} is not one of --strategies ({', '.join(strategies)})")
+    return Grid(dict(strategies), list(lrs), list(seeds), dict(train), baseline, best_lr, Path(out))
+
+
+def _grid_from_arguments(args: argparse.Namespace) -> Grid:
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
     parse = _option_parser()
@@ -122,36 +184,8 @@ def build_grid(args: argparse.Namespace) -> tuple[dict[str, Any], list[Job]]:
         name, settings = parse_strategy(spec, STRATEGIES, parse)
         if name in strategies:
             raise UsageError(f"--strategies: {name} is given twice")
-        for own, instead in OWN_OPTIONS.items():
-            if own != "strategy" and own in settings:
-                raise UsageError(f"--strategies {name}: compare sets {own} for every run; give {instead}")
         strategies[name] = settings
-    baseline = args.baseline or next(iter(strategies))
-    if baseline not in strategies:
-        raise UsageError(f"--baseline {baseline} is not one of --strategies ({', '.join(strategies)})")
-    train = _train_settings(args)
-    for name, settings in strategies.items():
-        clash = {k: (v, train[k]) for k, v in settings.items() if k in train and train[k] != v}
-        if clash:
-            key, (theirs, yours) = next(iter(clash.items()))
-            raise UsageError(f"strategy {name} sets {key}={theirs!r}, but the train options give {key}={yours!r}; "
-                             f"drop the option or define your own strategy with NAME=\"...\"")
-    manifest = {"format": 1, "baseline": baseline, "best_lr": args.best_lr, "strategies": strategies,
-                "lrs": list(args.lrs), "seeds": list(args.seeds), "train": train}
-    out = Path(args.out)
-    jobs = []
-    for seed in args.seeds:  # seed by seed, lr by lr, cycling through the strategies: an even mix in flight
-        for lr in args.lrs:
-            for name, settings in strategies.items():
-                run_name = f"{name}-lr{lr:g}-seed{seed}"
-                values = {**train, **settings, "learning_rate": lr, "seed": seed,
-                          "output_dir": str(out / run_name)}
-                try:
-                    load_config(TrainConfig, None, values)  # every run's settings checked before any run
-                except UserError as err:
-                    raise type(err)(f"strategy {name} (lr {lr:g}, seed {seed}): {err}") from None
-                jobs.append(Job(run_name, name, lr, seed, values))
-    return manifest, jobs
+    return make_grid(strategies, args.lrs, args.seeds, _train_settings(args), args.out, args.baseline, args.best_lr)
 
 
 def _check_manifest(out: Path, manifest: dict[str, Any]) -> None:
@@ -193,16 +227,18 @@ def _check_can_run(first: Job) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with quiet():
-        return _compare(args)
+        grid = _grid_from_arguments(args)
+        return run_comparison(grid, args.parallel, args.report_only)[0]
 
 
-def _compare(args: argparse.Namespace) -> int:
-    manifest, jobs = build_grid(args)
-    out = Path(args.out)
-    _check_manifest(out, manifest)
+def run_comparison(grid: Grid, parallel: int = 1, report_only: bool = False) -> tuple[int, dict[str, Any]]:
+    """Train the grid's runs that are not finished (``parallel`` at a time), then write and print the report:
+    ``(exit status, report)``; the status is 3 when a run stopped or failed (the report leaves it out)."""
+    jobs, out, manifest = grid.jobs(), grid.out, grid.manifest()
+    grid.check_out()
     states = {job.name: run_folder_state(out / job.name) for job in jobs}
     todo = [job for job in jobs if states[job.name] != "finished"]
-    if args.report_only:
+    if report_only:
         if not (out / MANIFEST).exists():
             raise UsageError(f"--report-only: {out} holds no comparison ({MANIFEST})")
     elif todo:
@@ -213,7 +249,7 @@ def _compare(args: argparse.Namespace) -> int:
         for job in todo:  # a run that was interrupted continues from its checkpoint, or starts over
             job.settings.update({"resume": True} if states[job.name] == "checkpointed" else
                                 {"overwrite": True} if states[job.name] == "started" else {})
-        _run(out, jobs, todo, args.parallel)
+        _run(out, jobs, todo, parallel)
     return _report(out, manifest, jobs)
 
 
@@ -246,7 +282,7 @@ def manifest_strategies(jobs: list[Job]) -> list[str]:
     return list(dict.fromkeys(job.strategy for job in jobs))
 
 
-def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> int:
+def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> tuple[int, dict[str, Any]]:
     ledger = read_ledger(out / LEDGER)
     runs, missing = {}, []
     for job in jobs:
@@ -286,7 +322,7 @@ def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> int:
     plot_report(report, out / "report.png")
     print(text)
     print(f"wrote {out / 'report.md'}, {out / 'report.json'} and {out / 'report.png'}")
-    return 3 if failed else 0
+    return (3 if failed else 0), report
 
 
 def _mean_of(values: list[float]) -> float | None:

@@ -36,12 +36,13 @@ def test_bad_input_is_a_one_line_error(argv, message, capsys):
     assert message in err[-1] and err[-1].startswith("usage: ") is False
 
 
-def test_an_out_folder_with_runs_is_refused_before_training(tmp_path, capsys):
+def test_an_out_folder_that_is_not_a_comparison_is_refused_before_training(tmp_path, capsys):
+    """Each task's runs are a reinforce-ada compare folder, OUT/TASK: a rerun continues it, anything else is refused."""
     bench = load_benchmark()
-    (tmp_path / "old-run").mkdir()
+    (tmp_path / "arithmetic" / "old-run").mkdir(parents=True)
     with pytest.raises(SystemExit):
         bench.parse_args(["--out", str(tmp_path)])
-    assert "already holds runs" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds files but no compare.json" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def test_statistics_by_hand():
