@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
-        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); a training run continues from "
-              "its newest checkpoint with --resume", file=sys.stderr)
+        hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
+                "a training run continues from its newest checkpoint with --resume")
+        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
         return 130
 
 

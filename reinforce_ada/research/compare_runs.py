@@ -119,21 +119,23 @@ def run_jobs(jobs: list[Job], parallel: int, ledger: Path,
     import multiprocessing
 
     queue = list(jobs)
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-        running = {}
-        try:
-            while queue or running:
-                while queue and len(running) < parallel:  # submit only what can start now: the order is kept
-                    job = queue.pop(0)
-                    running[pool.submit(train_one, job.settings)] = job
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    job = running.pop(future)
-                    done(job, future.result(), len(running), len(queue))
-        except BaseException:
-            for future in running:
-                future.cancel()
-            raise
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"))
+    running = {}
+    try:
+        while queue or running:
+            while queue and len(running) < parallel:  # submit only what can start now: the order is kept
+                job = queue.pop(0)
+                running[pool.submit(train_one, job.settings)] = job
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                done(job, future.result(), len(running), len(queue))
+    except BaseException:  # Ctrl-C or a time limit: the runs in flight stop too (a rerun starts them over)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return records
 
 
