@@ -160,14 +160,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("select-prompts", "estimate pass rates with k samples and keep a difficulty range",
                "reinforce_ada.research.select_prompts:add_arguments", "reinforce_ada.research.select_prompts:run",
                doc_description=True),
-    Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
-               "reinforce_ada.research.compare:add_arguments", "reinforce_ada.research.compare:run",
-               doc_description=True),
     Subcommand("simulate-multistep", "multi-step simulation: drifting pass rates, streaming, memory, latency",
                "reinforce_ada.research.simulate_multistep:add_arguments",
                "reinforce_ada.research.simulate_multistep:run",
                description="Run round-based and streaming samplers for several epochs on prompts whose pass rates "
                            "drift (logistic learning model), with a generation-latency model."),
+    Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
+               "reinforce_ada.research.compare:add_arguments", "reinforce_ada.research.compare:run",
+               doc_description=True),
 )
 
 

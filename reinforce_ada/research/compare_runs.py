@@ -162,7 +162,7 @@ def read_run(folder: Path) -> dict[str, Any]:
             if "eval/accuracy" in record:
                 evaluations.append(step)
                 evaluations.append(float(record["eval/accuracy"]))
-    history = [[step, tokens[step], round(seconds[step], 6), accuracy]
+    history = [[step, tokens[step], seconds[step], accuracy]
                for step, accuracy in zip(evaluations[::2], evaluations[1::2])]
     timing = {part: (sum(v) / len(v) if (v := parts.get(part)) else None)
               for part in ("step", "generation", "scoring", "update", "sync")}
