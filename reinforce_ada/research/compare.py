@@ -318,7 +318,7 @@ def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> tuple[int, 
                      + "".join(f"\n  {name}: {error}" for name, error in failed.items()))
     text = format_report(report, notes)
     (out / "report.md").write_text(text)
-    (out / "report.json").write_text(json.dumps(jsonable(report), indent=1, allow_nan=False) + "\n")
+    (out / "report.json").write_text(json.dumps(jsonable(report), allow_nan=False) + "\n")
     plot_report(report, out / "report.png")
     print(text)
     print(f"wrote {out / 'report.md'}, {out / 'report.json'} and {out / 'report.png'}")
