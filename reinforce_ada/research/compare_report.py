@@ -197,8 +197,9 @@ def plot_report(report: dict[str, Any], path: Path, title: str = "") -> Path:
         label = f"{strategy} (lr {entry['best_lr']:g})"
         color = None
         for ax, (axis, column) in zip(axes, _AXES.items()):
-            top = min(h[-1][column] for h in histories)
-            grid = np.linspace(0, top, 60) if axis != "steps" else [h[STEP] for h in histories[0]]
+            # up to the longest run: a run that ended earlier counts at its final accuracy, as in the table
+            top = max(h[-1][column] for h in histories)
+            grid = np.linspace(0, top, 80) if axis != "steps" else [h[STEP] for h in histories[0]]
             values = np.array([[_at(h, column, x) for x in grid] for h in histories])
             mean = values.mean(axis=0)
             line, = ax.plot(grid, mean, label=label, lw=1.5, color=color)
