@@ -307,6 +307,7 @@ def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> tuple[int, 
         "load_average": _mean_of([r[k] for r in ledger if r.get("ok") for k in ("load_start", "load_end")
                                   if r.get(k) is not None])}
     report["missing"], report["failed"] = missing, failed
+    report["grid"] = {key: manifest[key] for key in ("strategies", "train")}  # what each run was given
     notes = [f"\nSeconds: {report['timing']['seconds']}; {report['timing']['order']}; "
              f"{'/'.join(map(str, report['timing']['parallel'])) or '?'} at a time, on average "
              + ", ".join(f"{s} {v:.2f}" for s, v in report["timing"]["runs_in_flight"].items() if v is not None)
