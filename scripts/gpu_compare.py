@@ -14,7 +14,8 @@ reward, and picks one set by :func:`pick` -- the rule, written here before any r
     per candidate, p = each probe prompt's pass rate; signal = mean(1 - p^4 - (1-p)^4), the expected share of GRPO
     groups of 4 with any signal; solvable = the share of prompts with p > 0. Eligible: solvable >= 0.25 (some
     prompts can be learned) and signal <= 0.5 (most GRPO groups lack signal: the paper's regime). The eligible
-    candidate with the highest signal is chosen; when none is eligible, the candidate with the highest signal.
+    candidate with the highest signal is chosen; when none is eligible, the candidate with the highest signal. A tie
+    goes to the candidate listed first.
 
 It writes DIR/train.jsonl and DIR/eval.jsonl of the chosen set (disjoint prompts), DIR/probe.json (every candidate's
 figures and the choice), and for ``smollm2-135m`` the de-quantized model as a safetensors folder DIR/model that the
@@ -139,10 +140,11 @@ def assemble(store: Path, out_dir: Path) -> int:
 # -- the probe -------------------------------------------------------------------------------------------------------
 def pick(figures: dict[str, dict]) -> str:
     """The rule (module docstring): among candidates with solvable >= 0.25 and signal <= 0.5, the highest signal;
-    with none eligible, the highest signal overall."""
+    with none eligible, the highest signal overall; a tie goes to the candidate listed first."""
     eligible = {name: f for name, f in figures.items() if f["solvable"] >= 0.25 and f["signal"] <= 0.5}
     pool = eligible or figures
-    return max(pool, key=lambda name: (pool[name]["signal"], name))
+    order = list(figures)
+    return max(pool, key=lambda name: (pool[name]["signal"], -order.index(name)))  # a tie: the first listed
 
 
 def prompt_sets(candidates: dict, num_train: int, num_eval: int, seed: int = 0) -> dict[str, tuple[list, list]]:

@@ -63,6 +63,8 @@ def test_the_probe_rule_picks_the_learnable_set_where_most_grpo_groups_lack_sign
                "sparse": {"solvable": 0.3, "signal": 0.2}, "regime": {"solvable": 0.5, "signal": 0.45}}
     assert module.pick(figures) == "regime"  # eligible: solvable >= 0.25 and signal <= 0.5; the highest signal
     assert module.pick({k: figures[k] for k in ("hopeless", "easy")}) == "easy"  # none eligible: highest signal
+    tie = {"b": {"solvable": 0.5, "signal": 0.4}, "a": {"solvable": 0.5, "signal": 0.4}}
+    assert module.pick(tie) == "b"  # a tie: the candidate listed first
     sets = module.prompt_sets(module.CANDIDATES, 128, 64)
     for train, held_out in sets.values():  # disjoint training and held-out prompts, each with its answer
         assert len(train) == 128 and len(held_out) == 64
