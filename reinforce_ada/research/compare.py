@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 import time
@@ -37,7 +36,6 @@ from reinforce_ada.research.compare_strategies import STRATEGIES, parse_strategy
 
 __all__ = ["Grid", "add_arguments", "make_grid", "run", "run_comparison"]
 
-logger = logging.getLogger(__name__)
 MANIFEST = "compare.json"
 OWN_OPTIONS = {"strategy": "--strategies", "learning_rate": "--lrs", "seed": "--seeds", "output_dir": "--out",
                "resume": "(a rerun continues by itself)", "overwrite": "(a rerun continues by itself)",
