@@ -35,7 +35,7 @@ from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_ru
                                                read_trainer_state, record_event, recover_checkpoints, unusable,
                                                write_atomic)
 from reinforce_ada.sampling.factory import build_sampler
-from reinforce_ada.sampling.protocols import FatalGenerationError
+from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
 from reinforce_ada.training.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation,
                                                load_training_state, load_weights, save_checkpoint, set_rng_state,
                                                write_checkpoint)
@@ -109,7 +109,7 @@ class Trainer:
                               f"only {len(self.stream.prompts)}")
 
         if model is None:
-            model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task)
+            model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task, self.eval_prompts)
         elif tokenizer is None:
             raise ValueError("a model was given without its tokenizer")
         if cfg.lora:
@@ -183,8 +183,9 @@ class Trainer:
                 return json.loads((self.output_dir / "summary.json").read_text())
             try:
                 return self._train()
-            except FatalGenerationError as err:  # a dead engine: never retried, the run stops with the cause
-                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and was not retried: "
+            except GenerationError as err:  # a dead engine (never retried) or a failure that outlasted its retries
+                how = "was not retried" if isinstance(err, FatalGenerationError) else "outlasted its retries"
+                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and {how}: "
                                         f"{' '.join(str(err).split())}") from err
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
@@ -287,7 +288,8 @@ class Trainer:
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
         if hasattr(self.generator, "sleep"):
             self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
-        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids)
+        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids,
+                         f"step {self.step + 1}: the generator ({type(self.generator).__name__})")
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs["advantages"],
                      f"the largest |reward| is {max(rewards, default=0.0):.3g}; rewards must stay well inside float32")

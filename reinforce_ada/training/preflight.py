@@ -36,13 +36,14 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     the caller passes in already built."""
     if model:
         check_model(config.model)
-        if config.model == "tiny" and config.data is not None:
-            raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if data:
-        for name in ("data", "eval_data"):
+        for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
             if source is not None:
                 check_data_source(name, source)
+    if model and config.model == "tiny" and config.data is not None:
+        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+    if data:
         if config.data is None:
             check_task(config.task)
             _build_task(config)
@@ -172,6 +173,8 @@ def check_verifier(name: str) -> None:
 
     try:
         import_function(name)
+    except ConfigError:  # names the function already
+        raise
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         raise ConfigError(f"verifier {name!r}: {err}") from None
 
