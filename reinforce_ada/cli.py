@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     from reinforce_ada.sampling.protocols import GenerationError
     from reinforce_ada.training.guards import RunStopped
 
