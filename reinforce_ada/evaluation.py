@@ -14,7 +14,7 @@ averages each metric over datasets weighted by their number of prompts. ``evalua
 jsonl file (dataset, prompt id, prompt, reference answer, completion text, reward, correct, finish reason).
 
 The ``reinforce-ada eval`` subcommand (:func:`add_arguments`, :func:`run`) takes a run folder, a checkpoint or a
-model folder (:func:`reinforce_ada.training.run_source.locate_model`), builds the data sources (``task:NAME`` for a
+model folder (:func:`reinforce_ada.runs.source.locate_model`), builds the data sources (``task:NAME`` for a
 built-in task's test split, anything else through ``reinforce_ada.data.load_prompts``; for a run without ``--data``,
 the run's own held-out prompts), checks every prompt fits the model's context before loading the weights, and prints
 a table or JSON saying which model, settings and prompts it used. A run's own settings (``max_new_tokens``,
@@ -198,7 +198,7 @@ EVAL_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "top_p": 1.0, "use_
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada eval`` (registered in :mod:`reinforce_ada.cli`)."""
     from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.training.run_source import add_model_arguments
+    from reinforce_ada.runs.source import add_model_arguments
 
     add_model_arguments(p)
     p.add_argument("--data", action="append", metavar="SOURCE",
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--data names a source twice: {args.data}")
     refuse_outputs_over_inputs({"--out": args.out}, [("--data", d) for d in args.data or []])
     from reinforce_ada.generation.local import generator_for_folder
-    from reinforce_ada.training.run_source import model_from_arguments, run_defaults
+    from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     source = model_from_arguments(args)
     settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)
@@ -302,7 +302,7 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
     load_options = {key: getattr(args, key) for key in ("prompt_key", "answer_key", "template", "system_prompt",
                                                         "split", "limit") if getattr(args, key) is not None}
     if cfg is not None:  # the run's way of reading a prompt file, unless an option says otherwise
-        from reinforce_ada.training.run_data import prompt_keys
+        from reinforce_ada.runs.data import prompt_keys
 
         load_options = {**prompt_keys(cfg), **load_options}
     for data in args.data or []:
@@ -326,7 +326,7 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
     if cfg is None:
         verifiers = {data: get_verifier(name) for data, name in names.items()}
     else:
-        from reinforce_ada.training.guards import verifier_options
+        from reinforce_ada.runs.data import verifier_options
 
         verifiers = {data: get_verifier(name, **verifier_options(name, cfg)) for data, name in names.items()}
     return datasets, names, verifiers, described
@@ -334,7 +334,7 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
 
 def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str, str]:
     """The run's held-out prompts (as its trainer drew them), its verifier's name, and which prompts they are."""
-    from reinforce_ada.training.run_data import held_out_prompts, run_verifier_name
+    from reinforce_ada.runs.data import held_out_prompts, run_verifier_name
 
     cfg = source.config
     if cfg is None:

@@ -74,7 +74,7 @@ def no_weights(monkeypatch):
 
 # -- finding the model ----------------------------------------------------------------------------------------------
 def test_the_model_is_found_in_a_run_a_checkpoint_or_its_model_folder(run, tmp_path):
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     model = run / "checkpoint-3" / "model"
     for given in (run, run / "checkpoint-3", model):
@@ -88,7 +88,7 @@ def test_the_model_is_found_in_a_run_a_checkpoint_or_its_model_folder(run, tmp_p
 
 
 def test_a_damaged_newest_checkpoint_is_skipped_naming_it(tmp_path, caplog):
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     run = make_run(tmp_path / "run")
     damaged = run / "checkpoint-7"

@@ -49,7 +49,7 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
     from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.training.run_data import held_out_prompts, prompt_keys, run_verifier
+    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
 
     task = None
     if cfg.data is not None:
@@ -83,7 +83,7 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
         return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
                                        cache_dir())
     from reinforce_ada.models.loading import load_pretrained
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
     model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)

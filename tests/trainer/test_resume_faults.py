@@ -13,7 +13,7 @@ import pytest
 
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.training import Trainer
-from reinforce_ada.training.run_folder import CheckpointError, RunFolderError
+from reinforce_ada.errors import CheckpointError, RunFolderError
 from trainer_fixtures import addition_prompts, digit_verifier, small_config
 
 HERE = Path(__file__).resolve().parent
@@ -38,7 +38,7 @@ def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable
     """kill -9 while replacing checkpoint-N: the old copy is renamed aside, never deleted before the new one is in
     place, and the next start puts it back. (On main the old one was deleted first: only .tmp-checkpoint-N-PID was
     left and --resume said there was no checkpoint.)"""
-    from reinforce_ada.training import checkpoint as ck
+    from reinforce_ada.runs import checkpoint as ck
 
     out = tmp_path / "run"
     trainer = Trainer(small_config(out, max_steps=2), **parts())
@@ -85,7 +85,7 @@ def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_holder(tmp_pa
                    "exit 2, one line naming the holder's PID")
 def test_a_second_process_on_a_folder_in_use_exits_2_with_one_line(tmp_path):
     """The CLI: a second `train` on a folder another process holds prints one line naming that PID, exit 2."""
-    from reinforce_ada.training.run_folder import RunLock
+    from reinforce_ada.runs.lock import RunLock
 
     out = tmp_path / "run"
     holder = RunLock(out)  # this process holds the folder, as a running trainer does
@@ -145,7 +145,7 @@ def test_a_wrong_shaped_or_nan_tensor_is_refused_by_name(finished, fault):
     a NaN: refused naming the tensor, no traceback, no run training on NaN."""
     from safetensors.torch import load_file, save_file
 
-    from reinforce_ada.training.checkpoint import write_manifest
+    from reinforce_ada.runs.manifest import write_manifest
 
     weights = finished / "checkpoint-3" / "model" / "model.safetensors"
     state = load_file(str(weights))
@@ -163,7 +163,7 @@ def test_a_wrong_shaped_or_nan_tensor_is_refused_by_name(finished, fault):
 def test_a_tampered_stream_position_is_refused_by_name(finished):
     """trainer_state.json's stream position past the end of the training set (manifest rewritten to match): a
     named error, not an IndexError mid-run."""
-    from reinforce_ada.training.checkpoint import write_manifest
+    from reinforce_ada.runs.manifest import write_manifest
 
     path = finished / "checkpoint-3" / "trainer_state.json"
     state = json.loads(path.read_text())

@@ -15,7 +15,9 @@ import reward_fixtures
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.training.guards import RunStopped
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
-from reinforce_ada.training.run_folder import CheckpointError, RunFolderError, truncate_metrics, write_atomic
+from reinforce_ada.errors import CheckpointError, RunFolderError
+from reinforce_ada.runs.files import write_atomic
+from reinforce_ada.runs.metrics_file import truncate_metrics
 from reinforce_ada.training import Trainer
 from reinforce_ada.types import Prompt
 from trainer_fixtures import addition_prompts, digit_verifier, small_config
@@ -223,7 +225,7 @@ def test_timeouts_are_counted_in_the_metrics(tmp_path):
 
 
 def test_verifier_options_follow_the_config():
-    from reinforce_ada.training.guards import verifier_options
+    from reinforce_ada.runs.data import verifier_options
 
     assert verifier_options("m:f", TrainConfig()) == {"answer_key": "answer"}
     assert verifier_options("m:f", TrainConfig(answer_key="solution")) == {"answer_key": "solution"}
@@ -515,7 +517,7 @@ def test_a_tampered_checkpoint_step_is_refused_and_nothing_is_truncated(tmp_path
                                               r"or SHA-256 differs .*manifest.json\).*no earlier intact checkpoint"):
         Trainer(small_config(out, resume=True, max_steps=3), **setup())
     assert snapshot(out) == first
-    from reinforce_ada.training.checkpoint import write_manifest
+    from reinforce_ada.runs.manifest import write_manifest
 
     write_manifest(out / "checkpoint-2")  # a checkpoint written so by a faulty writer: its fields are checked too
     first = snapshot(out)

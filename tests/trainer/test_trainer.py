@@ -223,13 +223,12 @@ def test_the_training_package_exports_load_on_first_use():
     import subprocess
     import sys
 
-    from reinforce_ada.training import MetricsWriter, latest_checkpoint
-    from reinforce_ada.training.checkpoint import latest_checkpoint as from_checkpoint
+    from reinforce_ada.training import MetricsWriter
     from reinforce_ada.training.loop import Trainer as from_loop
     from reinforce_ada.training.metrics import MetricsWriter as from_metrics
 
-    assert (Trainer, MetricsWriter, latest_checkpoint) == (from_loop, from_metrics, from_checkpoint)
-    code = ("import sys, reinforce_ada.training.preflight, reinforce_ada.training.run_folder; "
+    assert (Trainer, MetricsWriter) == (from_loop, from_metrics)
+    code = ("import sys, reinforce_ada.training.preflight, reinforce_ada.runs.folder; "
             "print('reinforce_ada.training.loop' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

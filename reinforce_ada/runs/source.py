@@ -6,7 +6,7 @@
 - a **model folder** (``config.json`` and the weights, e.g. ``runs/default/checkpoint-100/model``): itself;
 - a **checkpoint** (``checkpoint-N/`` with ``model/`` inside): its ``model/``;
 - a **run folder** (``checkpoint-*/`` inside): the newest checkpoint whose files are intact
-  (:func:`~reinforce_ada.training.run_folder.check_checkpoint_files`); a newer, damaged one is skipped with a warning
+  (:func:`~reinforce_ada.runs.intact.check_checkpoint_files`); a newer, damaged one is skipped with a warning
   that names it.
 
 A folder that is none of these but holds one a level down (``runs/`` holding runs, a checkpoint's parent's parent,
@@ -50,14 +50,14 @@ class ModelSource:
 
 def is_model_folder(path: Path) -> bool:
     """A folder holding a transformers model: its ``config.json`` (and not a training run's ``config.json``)."""
-    from reinforce_ada.training.run_folder import run_entries
+    from reinforce_ada.runs.folder import run_entries
 
     config = path / "config.json"
     return config.is_file() and config not in run_entries(path)
 
 
 def _is_checkpoint(path: Path) -> bool:
-    from reinforce_ada.training.run_folder import checkpoints
+    from reinforce_ada.runs.intact import checkpoints
 
     return path in checkpoints(path.parent) and is_model_folder(path / "model")
 
@@ -72,7 +72,7 @@ def locate_model(name: str, flag: str = "--model") -> ModelSource | None:
         raise UsageError(f"{flag} {name} is a file, not a model folder{hint}")
     if not path.is_dir():
         return None
-    from reinforce_ada.training.run_folder import checkpoints
+    from reinforce_ada.runs.intact import checkpoints
 
     if checkpoints(path):
         return _from_checkpoint(name, _latest_intact(path, flag))
@@ -83,7 +83,7 @@ def locate_model(name: str, flag: str = "--model") -> ModelSource | None:
         if path.name == "model" and _is_checkpoint(parent):
             return _from_checkpoint(name, parent)
         return ModelSource(name, path)
-    from reinforce_ada.training.run_folder import run_entries
+    from reinforce_ada.runs.folder import run_entries
 
     if run_entries(path):
         raise UsageError(f"{flag} {name} holds a run but no checkpoint yet (the trainer writes one when it ends, and "
@@ -134,7 +134,8 @@ def run_defaults(args: Any, source: ModelSource | None, defaults: dict[str, Any]
 
 
 def _latest_intact(run_dir: Path, flag: str) -> Path:
-    from reinforce_ada.training.run_folder import CheckpointError, check_checkpoint_files, checkpoints
+    from reinforce_ada.errors import CheckpointError
+    from reinforce_ada.runs.intact import check_checkpoint_files, checkpoints
 
     problems = []
     for checkpoint in reversed(checkpoints(run_dir)):
@@ -161,7 +162,7 @@ def _run_config(checkpoint: Path) -> Any:
     be rebuilt (written by another version), so the command falls back to its own defaults."""
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.errors import UserError
-    from reinforce_ada.training.run_folder import read_trainer_state
+    from reinforce_ada.runs.intact import read_trainer_state
 
     saved = read_trainer_state(checkpoint).get("config")
     try:
@@ -186,6 +187,6 @@ def _one_level_off(name: str, path: Path, flag: str) -> str:
 
 
 def _has_checkpoints(path: Path) -> bool:
-    from reinforce_ada.training.run_folder import checkpoints
+    from reinforce_ada.runs.intact import checkpoints
 
     return bool(checkpoints(path))

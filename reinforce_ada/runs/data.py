@@ -1,5 +1,5 @@
 """A run's data, by one rule each: how it reads a prompt file, which prompts it holds out, which reward function
-scores it. The trainer builds its data with these (:func:`reinforce_ada.training.setup.load_data`), and
+scores it (with the run's options, :func:`verifier_options`). The trainer builds its data with these (:func:`reinforce_ada.training.setup.load_data`), and
 ``reinforce-ada eval RUN`` / ``select-prompts RUN`` rebuild the same from the run's config, so a command given a run
 reports on exactly the prompts the run reported on.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import verifier_options
 from reinforce_ada.types import Prompt
 
-__all__ = ["data_fingerprint", "held_out_prompts", "prompt_keys", "run_verifier", "run_verifier_name"]
+__all__ = ["data_fingerprint", "held_out_prompts", "prompt_keys", "run_verifier", "run_verifier_name",
+           "verifier_options"]
 
 
 def prompt_keys(cfg: TrainConfig) -> dict[str, Any]:
@@ -44,6 +44,17 @@ def run_verifier_name(cfg: TrainConfig, task: Any = None) -> str:
     from reinforce_ada.data import get_task
 
     return (task if task is not None else get_task(cfg.task, **cfg.task_options())).verifier_name
+
+
+def verifier_options(name: str, config: Any) -> dict[str, Any]:
+    """Options for ``get_verifier(name)`` from the config: a ``module:function`` reward function gets the answer
+    column under its name (``verifier_answer_kwarg``, else ``answer_key``, as TRL passes columns); ``math`` takes
+    ``verifier_timeout`` per completion in its own workers."""
+    if ":" in name:
+        return {"answer_key": config.verifier_answer_kwarg or config.answer_key}
+    if name == "math" and config.verifier_timeout:
+        return {"timeout": config.verifier_timeout}
+    return {}
 
 
 def run_verifier(cfg: TrainConfig, task: Any = None) -> Any:

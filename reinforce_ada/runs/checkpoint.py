@@ -6,12 +6,12 @@ accuracy history, the prompt stream's and the sampler's state, verifier counters
 the config) and ``manifest.json`` (the size and SHA-256 of every other file, written last). :func:`save_checkpoint`
 writes it into a temporary folder, makes it durable (fsync), and only then moves it into place; a checkpoint it
 replaces is renamed aside first and deleted last, so a kill at any moment leaves a complete checkpoint under its final
-name (or aside, where the next start puts it back: :func:`reinforce_ada.training.run_folder.recover_checkpoints`).
+name (or aside, where the next start puts it back: :func:`reinforce_ada.runs.intact.recover_checkpoints`).
 A finished run's final evaluation is added afterwards as ``final_evaluation.pt`` (its accuracy and the RNG state
 after it), listed in the manifest once written: a finished run that is extended keeps that evaluation and continues
 exactly as an uninterrupted longer run would. Which checkpoint a run may resume from, and whether its files are intact,
-is checked in :mod:`reinforce_ada.training.run_folder` (``check_run_folder``, ``check_manifest``,
-``load_checkpoint_file``, ``read_trainer_state``).
+is checked in :mod:`reinforce_ada.runs.folder` (``check_run_folder``) and :mod:`reinforce_ada.runs.intact`
+(``check_checkpoint_files``, ``load_checkpoint_file``, ``read_trainer_state``).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from reinforce_ada.training.run_folder import (FINAL_EVALUATION, MANIFEST, checkpoints, file_sha256, listed_files,
-                                               load_checkpoint_file, read_trainer_state, unusable, write_atomic)
+from reinforce_ada.runs.files import file_sha256, fsync_dir, write_atomic
+from reinforce_ada.runs.intact import load_checkpoint_file, read_trainer_state, unusable
+from reinforce_ada.runs.manifest import MANIFEST, listed_files, write_manifest
 
 logger = logging.getLogger(__name__)
 
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    found = checkpoints(output_dir)
-    return found[-1] if found else None
+FINAL_EVALUATION = "final_evaluation.pt"
+"""In a finished run's last checkpoint: its final evaluation and the RNG state after it (see
+:func:`add_final_evaluation`)."""
 
 
 def save_checkpoint(output_dir: Path, step: int, write: Callable[[Path, list[Path]], None]) -> Path:
@@ -64,31 +64,6 @@ def save_checkpoint(output_dir: Path, step: int, write: Callable[[Path, list[Pat
     shutil.rmtree(aside, ignore_errors=True)
     logger.info("saved %s", final)
     return final
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_manifest(folder: Path) -> None:
-    """fsync every file of the checkpoint in ``folder`` and write ``manifest.json`` listing their sizes and SHA-256
-    (read back by :func:`reinforce_ada.training.run_folder.check_manifest`)."""
-    files = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
-        with path.open("rb") as fh:
-            os.fsync(fh.fileno())
-        files[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
-    with (folder / MANIFEST).open("w") as fh:
-        fh.write(json.dumps({"files": files}, indent=1))
-        fh.flush()
-        os.fsync(fh.fileno())
-    for sub in {p.parent for p in folder.rglob("*")} | {folder}:
-        fsync_dir(sub)
 
 
 def add_final_evaluation(checkpoint: Path, accuracy: float, verifier_stats: dict[str, int]) -> None:
