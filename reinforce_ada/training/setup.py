@@ -65,7 +65,7 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
     :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``)."""
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
-        from reinforce_ada.models.warm_start import WarmStartSettings, load_or_warm_start_tiny
+        from reinforce_ada.training.warm_start import WarmStartSettings, load_or_warm_start_tiny
 
         if cfg.data is not None:
             raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")

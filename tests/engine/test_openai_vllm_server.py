@@ -25,7 +25,7 @@ from reinforce_ada.generation.prompting import encode_prompt  # noqa: E402
 from reinforce_ada.generation.vllm_serve import (generated_tokens, generated_tokens_when_idle,  # noqa: E402
                                                  local_vllm_server)
 from reinforce_ada.models.tiny import build_char_tokenizer  # noqa: E402
-from reinforce_ada.models.warm_start import SHIPPED_START_MODELS  # noqa: E402
+from reinforce_ada.models.tiny import SHIPPED_START_MODELS  # noqa: E402
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest  # noqa: E402
 from reinforce_ada.sampling.sampler import AdaptiveSampler  # noqa: E402
 from reinforce_ada.sampling.streaming import StreamingSampler  # noqa: E402

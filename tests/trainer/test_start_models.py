@@ -7,7 +7,8 @@ import json
 import pytest
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.models.warm_start import SHIPPED_START_MODELS, WarmStartSettings, shipped_start_model
+from reinforce_ada.models.tiny import SHIPPED_START_MODELS
+from reinforce_ada.training.warm_start import WarmStartSettings, shipped_start_model
 
 
 @pytest.mark.parametrize("task", ["arithmetic", "arithmetic-mixed"])

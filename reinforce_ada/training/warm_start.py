@@ -9,15 +9,16 @@ shape, so later runs start at once.
 
 Shipped start models. A warm start is not bit-for-bit the same on every machine (different CPUs and BLAS builds
 round differently, and a few hundred steps of SGD amplify that), so for the built-in tasks' default settings the
-package ships the warm-started weights (``reinforce_ada/models/start_models/<task>/``: ``model.safetensors``,
+package ships the warm-started weights (:data:`~reinforce_ada.models.tiny.SHIPPED_START_MODELS`,
+``reinforce_ada/models/start_models/<task>/``: ``model.safetensors``,
 ``config.json``, the char tokenizer's files (so a vLLM engine can be built on the folder) and ``warm_start.json`` with
 the settings and how they were made, ~0.4 MB each). A run whose :class:`WarmStartSettings` match a shipped model's
 (same :meth:`WarmStartSettings.key`) loads it -- the same weights on every machine; other settings use the cache as
 before. Regenerate them (on any machine; the result will differ in the last bits from the shipped ones and in its
 start accuracy by a few points) with::
 
-    python -m reinforce_ada.models.warm_start --task arithmetic --out reinforce_ada/models/start_models/arithmetic
-    python -m reinforce_ada.models.warm_start --task arithmetic-mixed \
+    python -m reinforce_ada.training.warm_start --task arithmetic --out reinforce_ada/models/start_models/arithmetic
+    python -m reinforce_ada.training.warm_start --task arithmetic-mixed \
         --out reinforce_ada/models/start_models/arithmetic-mixed
 """
 
@@ -31,8 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.models.tiny import (TINY_SHAPE, TINY_VOCAB, build_char_tokenizer, build_tiny_model,
-                                       save_char_tokenizer)
+from reinforce_ada.evaluation import sampled_accuracy
+from reinforce_ada.models.tiny import (SHIPPED_START_MODELS, TINY_SHAPE, TINY_VOCAB, build_char_tokenizer,
+                                       build_tiny_model, save_char_tokenizer)
 from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
@@ -65,15 +67,6 @@ class WarmStartSettings:
         model = {"shape": TINY_SHAPE, "vocab": TINY_VOCAB}
         payload = json.dumps({"version": WARM_START_VERSION, "model": model, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-def sampled_accuracy(generator: Any, verifier: Any, prompts: Sequence[Prompt], samples: int = 1,
-                     positive_threshold: float = 0.5) -> float:
-    """Fraction of sampled completions whose reward exceeds ``positive_threshold``
-    (:func:`reinforce_ada.evaluation.sampled_accuracy`)."""
-    from reinforce_ada.evaluation import sampled_accuracy as counts
-
-    return counts(generator, verifier, prompts, samples, positive_threshold).accuracy
 
 
 def supervised_warm_start(model: Any, tokenizer: Any, train: Sequence[Prompt], held_out: Sequence[Prompt],
@@ -110,17 +103,13 @@ def supervised_warm_start(model: Any, tokenizer: Any, train: Sequence[Prompt], h
         loss.backward()
         optimizer.step()
         if step % settings.eval_every == 0:
-            accuracy = sampled_accuracy(generator, verifier, held_out)
+            accuracy = sampled_accuracy(generator, verifier, held_out).accuracy
             logger.info("warm start step %d: loss %.3f, held-out sampled accuracy %.1f%%", step, loss.item(),
                         100 * accuracy)
             if accuracy >= settings.target_accuracy:
                 break
     model.eval()
     return {"sft_steps": float(step), "sft_accuracy": accuracy}
-
-
-SHIPPED_START_MODELS = Path(__file__).parent / "start_models"
-"""Folder of the warm-started tiny models shipped with the package, one sub-folder per built-in task."""
 
 
 def shipped_start_model(settings: WarmStartSettings) -> Path | None:
