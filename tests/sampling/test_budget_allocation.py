@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES
 from reinforce_ada.core.budget_allocation import PoolState, allocate, best_increment, budget, value_curve

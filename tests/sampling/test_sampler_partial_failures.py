@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import GenerationError, PartialGenerationError

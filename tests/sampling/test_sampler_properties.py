@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler

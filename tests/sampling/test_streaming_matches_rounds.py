@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 
 from reinforce_ada.config import SamplerConfig, StreamingConfig
 from reinforce_ada.sampling.sampler import AdaptiveSampler

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from core_fakes import RAISE, ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
+from scripted_fakes import RAISE, ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import ConfigError, DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 from reinforce_ada.sampling.protocols import GenerationError, VerifierError

@@ -1,6 +1,6 @@
 """The OpenAI-compatible client's request shape: a prompt's samples in one ``n``-request, token ids and log-probs
 asked for and returned, and cancellation of a shared request (the fake server on 127.0.0.1; the real vLLM server is
-tests/engine/test_openai_vllm_server.py)."""
+tests/generation/test_openai_vllm_server.py)."""
 
 import asyncio
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts, requested_ids
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.sampling.sampler import AdaptiveSampler, DynamicSampler
 

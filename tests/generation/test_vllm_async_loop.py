@@ -1,6 +1,6 @@
 """VLLMAsyncEngine without vLLM (every CI pass): the engine's one event loop for its life, a dead engine mapped to
 FatalGenerationError (never retried), and the trainer stopping with a named cause on it. The real AsyncLLM is
-tests/engine/test_vllm_async.py (vllm pass)."""
+tests/generation/test_vllm_async.py (vllm pass)."""
 
 from __future__ import annotations
 

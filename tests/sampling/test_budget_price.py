@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig, TrainConfig
 from reinforce_ada.core.budget_allocation import PoolState, allocate, budget, value_curve
 from reinforce_ada.sampling.memory import PassRateMemory
