@@ -10,125 +10,20 @@ A usage error (an unknown option, a value of the wrong type) is one line naming 
 close spelling when there is one; the full usage only with ``--help``.
 
 Every subcommand is one row of :data:`SUBCOMMANDS`, here and nowhere else: its name, help texts, and the
-``add_arguments(parser)`` and ``run(args)`` functions that live beside the code they drive (train, simulate and plot
-keep theirs in this file).
+``add_arguments(parser)`` and ``run(args)`` functions (train, eval, simulate and plot in :mod:`reinforce_ada.commands`;
+select-prompts and simulate-multistep beside their research tools).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import sys
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable
 
-from reinforce_ada.errors import UsageError, UserError
-
-
-def _simulate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dist", default="beta:0.4,2",
-                   help="pass-rate distribution: beta:A,B, or a file with one pass rate per line (default: %(default)s)")
-    p.add_argument("--prompts", type=int, default=20000, help="number of simulated prompts (default: %(default)s)")
-    p.add_argument("-M", "--samples-per-round", type=int, default=8, help="M (default: %(default)s)")
-    p.add_argument("-N", "--max-rounds", type=int, default=4, help="N (default: %(default)s)")
-    p.add_argument("-n", "--group-size", type=int, default=4, help="n (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=512, help="prompts per step (default: %(default)s)")
-    p.add_argument("--dapo-max-batches", type=int, default=4,
-                   help="DAPO's budget: generation batches per step (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", default="", metavar="PATH", help="also write a plot of the results to this PNG "
-                                                              "(default: none)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table (stdout holds "
-                                                       "only the JSON)")
-
-
-def _run_simulate(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.research.simulate import (check_counts, check_simulation_inputs, finite_or_none, format_table,
-                                                 grpo_signal_closed_form, pass_rates_from, plot, simulate)
-
-    from reinforce_ada.outputs import refuse_unsafe_outputs
-
-    refuse_unsafe_outputs({"--plot": args.plot}, [("--dist", args.dist)])
-    check_simulation_inputs(args.prompts, args.seed)
-    check_counts(batch_size=args.batch_size, dapo_max_batches=args.dapo_max_batches)
-    SamplerConfig(samples_per_round=args.samples_per_round, max_rounds=args.max_rounds, group_size=args.group_size)
-    rates = pass_rates_from(args.dist, args.prompts, args.seed)
-    results = simulate(rates, samples_per_round=args.samples_per_round, max_rounds=args.max_rounds,
-                       group_size=args.group_size, batch_size=args.batch_size,
-                       dapo_max_batches=args.dapo_max_batches, seed=args.seed)
-    keys = ("strategy", "samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "rounds_max")
-    if args.json:
-        print(json.dumps([{k: finite_or_none(asdict(r)[k]) for k in keys} for r in results], indent=2, allow_nan=False))
-    else:
-        print(f"{len(rates)} prompts, pass rates {args.dist}, M={args.samples_per_round} N={args.max_rounds} "
-              f"n={args.group_size}; GRPO n={args.group_size} closed-form signal "
-              f"{100 * grpo_signal_closed_form(rates, args.group_size):.1f}%")
-        print(format_table(results))
-    if args.plot:
-        plot(results, args.plot, title=f"{args.dist}, M={args.samples_per_round} N={args.max_rounds} "
-                                       f"n={args.group_size}")
-        print(f"wrote {Path(args.plot).resolve()}", file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-def _train_arguments(p: argparse.ArgumentParser) -> None:
-    from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
-    from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.verifiers.registry import VERIFIERS
-
-    p.add_argument("--config", help="YAML file of TrainConfig fields")
-    add_config_arguments(p, TrainConfig, choices={  # from the registries, so that a new entry is listed
-        "task": task_names_text(), "strategy": ", ".join(STRATEGIES),
-        "verifier": ", ".join([*VERIFIERS.names(), "package.module:function"])})
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import TrainConfig, load_config
-
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
-    config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
-    from reinforce_ada.training import Trainer
-
-    trainer = Trainer(config)
-    try:
-        summary = trainer.train()
-    finally:  # shut a vLLM engine down and remove the folder it was built from, also when the run stops
-        trainer.close()
-    if trainer.nothing_to_do is not None:
-        print(trainer.nothing_to_do)
-    before, after = summary["accuracy_before"], summary["accuracy_after"]
-    if before is not None and after is not None:
-        print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")
-    print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
-          f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
-    print(f"run folder: {Path(config.output_dir).resolve()}")
-    return 0
-
-
-def _plot_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (each with metrics.jsonl)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="folder for training.png (default for one run: its plots/ folder; several runs: required)")
-
-
-def _run_plot(args: argparse.Namespace) -> int:
-    from reinforce_ada.outputs import refuse_unsafe_outputs
-    from reinforce_ada.plotting import plot_runs
-
-    out = args.out
-    if out is None:
-        if len(args.runs) > 1:
-            raise UsageError(f"plotting {len(args.runs)} runs together: give --out DIR for their training.png")
-        out = Path(args.runs[0]) / "plots"
-    # one run's plot is redrawn in its own plots/ folder; nothing else of a run is written over
-    redraws = [Path(args.runs[0]) / "plots" / "training.png"] if len(args.runs) == 1 else []
-    refuse_unsafe_outputs({"--out": Path(out) / "training.png"}, [], replaces=redraws)
-    print(f"wrote {plot_runs(args.runs, out).resolve()}")
-    return 0
+from reinforce_ada.errors import UserError
 
 
 # -- the subcommands, in the order ``--help`` lists them -----------------------------------------------------------
@@ -151,20 +46,20 @@ class Subcommand:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
-               _train_arguments, _run_train,
+               "reinforce_ada.commands.train:add_arguments", "reinforce_ada.commands.train:run",
                description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
                            "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
                            "addition, on CPU."),
     Subcommand("simulate", "compare sampling strategies on simulated prompts",
-               _simulate_arguments, _run_simulate,
+               "reinforce_ada.commands.simulate:add_arguments", "reinforce_ada.commands.simulate:run",
                description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers on prompts with "
                            "hidden pass rates and Bernoulli rewards."),
     Subcommand("plot", "overlay the metrics of one or more runs",
-               _plot_arguments, _run_plot,
+               "reinforce_ada.commands.plot:add_arguments", "reinforce_ada.commands.plot:run",
                description="Reward and accuracy vs step and vs samples, zero-variance fraction, samples per prompt "
                            "by round."),
     Subcommand("eval", "Ave@k / pass@k of a checkpoint on one or more data sources",
-               "reinforce_ada.evaluation:add_arguments", "reinforce_ada.evaluation:run",
+               "reinforce_ada.commands.eval:add_arguments", "reinforce_ada.commands.eval:run",
                description="Sample k completions per prompt from a safetensors checkpoint, score them and print "
                            "Ave@k, pass@1 and pass@k per data source."),
     Subcommand("select-prompts", "estimate pass rates with k samples and keep a difficulty range",

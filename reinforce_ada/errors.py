@@ -42,6 +42,14 @@ class BadRowError(DataError, TypeError):
     """A row holds a value of the wrong kind (e.g. a prompt that is neither text nor chat messages)."""
 
 
+class RunFolderError(UserError, ValueError):
+    """The run folder cannot be used as asked (it holds a run, or a resume would mix two runs)."""
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint is missing, corrupt or inconsistent; the message names the file."""
+
+
 class NoDeviceError(ConfigError, RuntimeError):
     """``device`` names a GPU that torch cannot see."""
 

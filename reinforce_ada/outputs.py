@@ -48,7 +48,8 @@ def _inside(path: Path, folder: Path) -> bool:
 def run_file(path: object, replaces: Iterable[object] = ()) -> tuple[Path, Path] | None:
     """``(entry, run folder)`` when ``path`` is, or lies inside, something a training run wrote (``entry``: the
     file or folder of the run it hits); ``None`` otherwise, and for the paths in ``replaces``."""
-    from reinforce_ada.training.run_folder import LOCK, run_entries
+    from reinforce_ada.runs.folder import run_entries
+    from reinforce_ada.runs.lock import LOCK
 
     target = _real(path)
     if any(target == _real(r) for r in replaces):
@@ -107,7 +108,7 @@ def refuse_existing_outputs(outputs: Mapping[str, object], overwrite: bool, flag
 
 
 def source_inputs(source: object) -> list[tuple[str, object]]:
-    """What a command reading a located model (:class:`~reinforce_ada.training.run_source.ModelSource`) takes in:
+    """What a command reading a located model (:class:`~reinforce_ada.runs.source.ModelSource`) takes in:
     its model folder, and for a run the files the run was trained and evaluated on."""
     if source is None:
         return []

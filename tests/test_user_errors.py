@@ -294,7 +294,7 @@ def test_an_empty_prompt_is_named_before_the_model_loads(tmp_path, capsys, model
                    "exit 2, one line naming the prompt and what to change, once the model has loaded (it was a "
                    "ValueError traceback, exit 1)")
 def test_chat_prompts_for_a_tokenizer_without_a_chat_template_are_one_line(tmp_path, capsys):
-    from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+    from reinforce_ada.models.tiny import SHIPPED_START_MODELS
 
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
     code, err = run(capsys, "train", "--model", str(SHIPPED_START_MODELS / "arithmetic"), "--data", str(data),

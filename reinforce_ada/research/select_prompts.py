@@ -119,7 +119,7 @@ TASK_PROMPTS = 256
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
     from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.training.run_source import add_model_arguments
+    from reinforce_ada.runs.source import add_model_arguments
 
     add_model_arguments(p, required=False)
     p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
@@ -164,7 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
-    from reinforce_ada.training.run_source import model_from_arguments, run_defaults
+    from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     if args.num_samples <= 0:
         raise UsageError("-k/--num-samples must be positive")
@@ -284,7 +284,7 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 
         return get_verifier(get_task(args.data.removeprefix("task:")).verifier_name)
     if args.verifier is None and source is not None and source.config is not None:
-        from reinforce_ada.training.run_data import run_verifier
+        from reinforce_ada.runs.data import run_verifier
 
         return run_verifier(source.config)
     return get_verifier(args.verifier or "math")

@@ -158,17 +158,6 @@ def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> 
                           f"{', '.join(f'{k}=...' for k in columns)}): {err}; {_SIGNATURE_HINT}") from None
 
 
-def verifier_options(name: str, config: Any) -> dict[str, Any]:
-    """Options for ``get_verifier(name)`` from the config: a ``module:function`` reward function gets the answer
-    column under its name (``verifier_answer_kwarg``, else ``answer_key``, as TRL passes columns); ``math`` takes
-    ``verifier_timeout`` per completion in its own workers."""
-    if ":" in name:
-        return {"answer_key": config.verifier_answer_kwarg or config.answer_key}
-    if name == "math" and config.verifier_timeout:
-        return {"timeout": config.verifier_timeout}
-    return {}
-
-
 def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> WatchedVerifier:
     """The trainer's verifier: its signature checked against the columns it will get, run under
     ``verifier_timeout`` (in a worker, unless it is ``math``, which times out per completion itself), and watched."""

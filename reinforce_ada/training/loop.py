@@ -28,17 +28,18 @@ from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.training.guards import (GenerationStopped, RunStopped, check_finite, check_prompt_lengths,
-                                          check_verifier_failures, watch_verifier)
+                                           check_verifier_failures, watch_verifier)
 from reinforce_ada.training.preflight import check_train_inputs
-from reinforce_ada.training.run_data import data_fingerprint
-from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_run_folder, prepare_run_folder,
-                                               read_trainer_state, record_event, recover_checkpoints, unusable,
-                                               write_atomic)
+from reinforce_ada.runs.data import data_fingerprint
+from reinforce_ada.errors import RunFolderError
+from reinforce_ada.runs.files import write_atomic
+from reinforce_ada.runs.folder import check_run_folder, prepare_run_folder, record_event
+from reinforce_ada.runs.intact import read_trainer_state, recover_checkpoints, unusable
+from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
-from reinforce_ada.training.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation,
-                                               load_training_state, load_weights, save_checkpoint, set_rng_state,
-                                               write_checkpoint)
+from reinforce_ada.runs.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation, load_training_state,
+                                           load_weights, save_checkpoint, set_rng_state, write_checkpoint)
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
                                           resolve_device, seed_everything, wrap_lora)
 from reinforce_ada.training.update import ppo_update, sequences
@@ -354,7 +355,7 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoint-{step}`` atomically (see :func:`reinforce_ada.training.checkpoint.save_checkpoint`)."""
+        """Write ``checkpoint-{step}`` atomically (see :func:`reinforce_ada.runs.checkpoint.save_checkpoint`)."""
         return save_checkpoint(self.output_dir, self.step, self._write_checkpoint)
 
     def _verifier_counters(self) -> dict[str, int]:

@@ -49,7 +49,7 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
     from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.training.run_data import held_out_prompts, prompt_keys, run_verifier
+    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
 
     task = None
     if cfg.data is not None:
@@ -69,7 +69,7 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
     check_prompts_before_weights(cfg, [*train_prompts], [*held_out])
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
-        from reinforce_ada.models.warm_start import WarmStartSettings, load_or_warm_start_tiny
+        from reinforce_ada.training.warm_start import WarmStartSettings, load_or_warm_start_tiny
 
         if cfg.data is not None:
             raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
@@ -87,7 +87,7 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
         return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
                                        cache_dir())
     from reinforce_ada.models.loading import load_pretrained
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
     model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)
@@ -108,7 +108,7 @@ def check_prompts_before_weights(cfg: TrainConfig, train: Sequence[Prompt], held
         tokenizer, context = build_char_tokenizer(), TINY_SHAPE["max_positions"]
     else:
         from reinforce_ada.models.loading import context_length, load_tokenizer
-        from reinforce_ada.training.run_source import locate_model
+        from reinforce_ada.runs.source import locate_model
 
         source = locate_model(cfg.model)
         path = str(source.model_dir) if source else cfg.model
