@@ -134,7 +134,7 @@ def read_row(task: str, job, args: argparse.Namespace) -> tuple[dict, list, list
     from reinforce_ada.data import get_task
     from reinforce_ada.models.loading import load_pretrained
     from reinforce_ada.research.compare_runs import read_run
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     folder = Path(args.out) / task / job.name
     run = read_run(folder)

@@ -42,29 +42,14 @@ class BadRowError(DataError, TypeError):
     """A row holds a value of the wrong kind (e.g. a prompt that is neither text nor chat messages)."""
 
 
+class RunFolderError(UserError, ValueError):
+    """The run folder cannot be used as asked (it holds a run, or a resume would mix two runs)."""
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint is missing, corrupt or inconsistent; the message names the file."""
+
+
 class NoDeviceError(ConfigError, RuntimeError):
     """``device`` names a GPU that torch cannot see."""
 
-
-def refuse_outputs_over_inputs(outputs: dict[str, object], inputs: list[tuple[str, object]]) -> None:
-    """Inputs are never outputs: raise :class:`UsageError` if an output path (``{option: path}``, empty or ``None``
-    for none) is one of the ``(option, path)`` inputs, or another output. Inputs that are not files (``task:NAME``, a
-    dataset name) are skipped. Every command that writes files calls this before any work."""
-    import os
-    from pathlib import Path
-
-    def same(a: Path, b: Path) -> bool:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
-
-    seen: list[tuple[str, Path]] = [(name, Path(str(p))) for name, p in inputs if p and Path(str(p)).is_file()]
-    for name, path in outputs.items():
-        if not path:
-            continue
-        out = Path(str(path))
-        for other, known in seen:
-            if same(out, known):
-                raise UsageError(f"{name} {path} is the same file as {other} {known}: an input is never overwritten; "
-                                 f"give {name} a new path")
-        seen.append((name, out))

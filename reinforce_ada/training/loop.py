@@ -28,17 +28,18 @@ from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.training.guards import (GenerationStopped, RunStopped, check_finite, check_prompt_lengths,
-                                          check_verifier_failures, watch_verifier)
+                                           check_verifier_failures, watch_verifier)
 from reinforce_ada.training.preflight import check_train_inputs
-from reinforce_ada.training.run_data import data_fingerprint
-from reinforce_ada.training.run_folder import (RunFolderError, RunLock, check_run_folder, prepare_run_folder,
-                                               read_trainer_state, record_event, recover_checkpoints, unusable,
-                                               write_atomic)
+from reinforce_ada.runs.data import data_fingerprint
+from reinforce_ada.errors import RunFolderError
+from reinforce_ada.runs.files import write_atomic
+from reinforce_ada.runs.folder import check_run_folder, prepare_run_folder, record_event
+from reinforce_ada.runs.intact import read_trainer_state, recover_checkpoints, unusable
+from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.sampling.factory import build_sampler
-from reinforce_ada.sampling.protocols import FatalGenerationError
-from reinforce_ada.training.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation,
-                                               load_training_state, load_weights, save_checkpoint, set_rng_state,
-                                               write_checkpoint)
+from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
+from reinforce_ada.runs.checkpoint import (add_final_evaluation, jsonable, load_final_evaluation, load_training_state,
+                                           load_weights, save_checkpoint, set_rng_state, write_checkpoint)
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
                                           resolve_device, seed_everything, wrap_lora)
 from reinforce_ada.training.update import ppo_update, sequences
@@ -109,7 +110,7 @@ class Trainer:
                               f"only {len(self.stream.prompts)}")
 
         if model is None:
-            model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task)
+            model, tokenizer, self.warm_start_info = load_model(cfg, train_prompts, self._task, self.eval_prompts)
         elif tokenizer is None:
             raise ValueError("a model was given without its tokenizer")
         if cfg.lora:
@@ -183,8 +184,9 @@ class Trainer:
                 return json.loads((self.output_dir / "summary.json").read_text())
             try:
                 return self._train()
-            except FatalGenerationError as err:  # a dead engine: never retried, the run stops with the cause
-                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and was not retried: "
+            except GenerationError as err:  # a dead engine (never retried) or a failure that outlasted its retries
+                how = "was not retried" if isinstance(err, FatalGenerationError) else "outlasted its retries"
+                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and {how}: "
                                         f"{' '.join(str(err).split())}") from err
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
@@ -290,7 +292,8 @@ class Trainer:
         if hasattr(self.generator, "sleep"):
             self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
         slept = time.perf_counter()
-        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids)
+        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids,
+                         f"step {self.step + 1}: the generator ({type(self.generator).__name__})")
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs["advantages"],
                      f"the largest |reward| is {max(rewards, default=0.0):.3g}; rewards must stay well inside float32")
@@ -361,7 +364,7 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoint-{step}`` atomically (see :func:`reinforce_ada.training.checkpoint.save_checkpoint`)."""
+        """Write ``checkpoint-{step}`` atomically (see :func:`reinforce_ada.runs.checkpoint.save_checkpoint`)."""
         return save_checkpoint(self.output_dir, self.step, self._write_checkpoint)
 
     def _verifier_counters(self) -> dict[str, int]:

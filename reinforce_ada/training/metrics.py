@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reinforce_ada.training.run_folder import truncate_metrics
+from reinforce_ada.runs.metrics_file import truncate_metrics
 
 
 class MetricsWriteError(OSError):

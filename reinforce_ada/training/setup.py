@@ -49,7 +49,7 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
     from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.training.run_data import held_out_prompts, prompt_keys, run_verifier
+    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
 
     task = None
     if cfg.data is not None:
@@ -60,12 +60,16 @@ def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
     return train, held_out_prompts(cfg, task), run_verifier(cfg, task), task
 
 
-def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> tuple[Any, Any, dict[str, Any]]:
+def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
+               held_out: Sequence[Prompt] = ()) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in task (``task`` when
-    :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``)."""
+    :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``). Every training and
+    held-out prompt is checked against the model's tokenizer and context first (:func:`check_prompts_before_weights`),
+    so a prompt that encodes to zero tokens or does not fit is named before a warm start or a weights file loads."""
+    check_prompts_before_weights(cfg, [*train_prompts], [*held_out])
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
-        from reinforce_ada.models.warm_start import WarmStartSettings, load_or_warm_start_tiny
+        from reinforce_ada.training.warm_start import WarmStartSettings, load_or_warm_start_tiny
 
         if cfg.data is not None:
             raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
@@ -83,11 +87,34 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
         return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
                                        cache_dir())
     from reinforce_ada.models.loading import load_pretrained
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
     model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)
     return model, tokenizer, {}
+
+
+def check_prompts_before_weights(cfg: TrainConfig, train: Sequence[Prompt], held_out: Sequence[Prompt]) -> None:
+    """:func:`~reinforce_ada.generation.prompting.check_prompts_fit` with the tokenizer and context of the model
+    ``cfg`` names, read without its weights (``smollm2-135m``'s tokenizer comes from its GGUF file with the weights:
+    checked once they load, by :func:`~reinforce_ada.training.guards.check_prompt_lengths`)."""
+    from reinforce_ada.generation.prompting import check_prompts_fit, encode_prompt
+
+    if cfg.model == "smollm2-135m":
+        return
+    if cfg.model == "tiny":
+        from reinforce_ada.models.tiny import TINY_SHAPE, build_char_tokenizer
+
+        tokenizer, context = build_char_tokenizer(), TINY_SHAPE["max_positions"]
+    else:
+        from reinforce_ada.models.loading import context_length, load_tokenizer
+        from reinforce_ada.runs.source import locate_model
+
+        source = locate_model(cfg.model)
+        path = str(source.model_dir) if source else cfg.model
+        tokenizer, context = load_tokenizer(path), context_length(path)
+    check_prompts_fit({"training prompt": train, "held-out prompt": held_out},
+                      lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template), context, cfg.max_new_tokens)
 
 
 def wrap_lora(cfg: TrainConfig, model: Any) -> Any:
