@@ -287,3 +287,26 @@ def test_the_ten_seed_tables_from_compare_reproduce_the_learning_runs(compare_fi
         for key, documented in (("at_steps", steps), ("at_tokens", tokens), ("at_seconds", seconds)):
             assert tuple(round(x, 3) for x in entry["paired_mean_ci95"][key]) == documented, (strategy, key)
         assert (round(entry["tokens_ratio"], 2), round(entry["seconds_ratio"], 2)) == (tokens_x, seconds_x), strategy
+
+
+def test_the_recurring_set_figures_come_from_the_committed_compare_json():
+    """README and docs/benchmarks.md ("Recurring prompt set, current model") quote these from
+    benchmarks/results/compare_recurring_512.json: 512 prompts, 320 steps, 5 seeds, the grid as declared."""
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    report = json.loads((results / "compare_recurring_512.json").read_text())
+    assert report["grid"]["train"]["task_train_prompts"] == 512 and report["budgets"]["steps"] == 320
+    assert report["lrs"] == [2.5e-4, 5e-4] and report["seeds"] == [0, 1, 2, 3, 4] and report["best_lr_rule"] == "tokens"
+    assert report["grid"]["strategies"]["stream-mixed-memory"]["sampler.memory.enabled"] is True
+    assert round(report["budgets"]["tokens"]) == 143937
+    expected = {"ada-balanced": ((0.074, 0.041), (-0.146, 0.069), (-0.084, 0.079), (0.70, 0.64, 0.84)),
+                "ada-budget": ((0.010, 0.028), (0.011, 0.028), (-0.078, 0.105), None),
+                "stream-mixed-memory": ((0.036, 0.067), (-0.066, 0.040), (-0.168, 0.047), None)}
+    for strategy, (steps, tokens, seconds, ratio) in expected.items():
+        entry = report["strategies"][strategy]
+        assert entry["best_lr"] == 5e-4 and entry["best_lr_at_edge"] == "highest"
+        for key, documented in (("at_steps", steps), ("at_tokens", tokens), ("at_seconds", seconds)):
+            assert tuple(round(x, 3) for x in entry["paired_mean_ci95"][key]) == documented, (strategy, key)
+        if ratio:
+            found = entry["steps_to_baseline_final"]
+            assert tuple(round(found[k], 2) for k in ("ratio", "ratio_low", "ratio_high")) == ratio
+    assert report["strategies"]["grpo"]["best_lr_at_edge"] == "highest"
