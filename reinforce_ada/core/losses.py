@@ -17,13 +17,14 @@ Returns ``(loss, metrics)``; metrics are Python floats.
 
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 from reinforce_ada.core.registry import Registry
 
-Aggregation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+if TYPE_CHECKING:
+    import torch
+
+Aggregation = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 AGGREGATIONS: Registry[Aggregation] = Registry("loss aggregation")
 
@@ -85,6 +86,8 @@ def ppo_clip_loss(
         token_weights: ``(B, T)`` optional per-token weights (e.g. :func:`~reinforce_ada.core.rollout_correction.
             truncated_is_weights`), treated as constants.
     """
+    import torch
+
     if clip_ratio_c is not None and clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual-clip (got {clip_ratio_c})")
     if entropy_coef and entropy is None:

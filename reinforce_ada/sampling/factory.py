@@ -9,7 +9,7 @@
   :class:`~reinforce_ada.sampling.scheduler.StreamingOptions` built from ``config.streaming`` (plus research-only
   options given as keywords), with a memory when ``memory.enabled``. ``generator`` is an
   :class:`~reinforce_ada.sampling.streaming.AsyncEngine` or a synchronous generator (wrapped in
-  :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
+  :class:`~reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
   batches cannot be cancelled).
 
 The trainer, the research tools, benchmarks and tests all build their samplers here.
@@ -81,7 +81,7 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
     options = {**config.streaming.options(), **extra}
     engine = generator
     if not callable(getattr(generator, "complete", None)):
-        from reinforce_ada.generation.async_hf import AsyncGeneratorEngine
+        from reinforce_ada.sampling.sync_engine import AsyncGeneratorEngine
 
         check_backends(generator, verifier)
         engine = AsyncGeneratorEngine(generator)

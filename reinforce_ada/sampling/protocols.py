@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from reinforce_ada.errors import VerifierError
 from reinforce_ada.types import Completion, Prompt, PromptId
 
 __all__ = ["FatalGenerationError", "GenerationError", "GenerationRequest", "Generator", "PartialGenerationError",
@@ -97,7 +98,3 @@ def is_transient(error: BaseException) -> bool:
     connections, a plain :class:`GenerationError`, a ``RuntimeError`` from the engine (out of memory, a device
     hiccup)."""
     return not isinstance(error, NOT_TRANSIENT)
-
-
-class VerifierError(ValueError):
-    """The verifier returned something unusable (wrong length, NaN or infinite reward)."""

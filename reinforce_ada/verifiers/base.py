@@ -10,7 +10,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from reinforce_ada.sampling.protocols import VerifierError
+from reinforce_ada.errors import VerifierError
 
 
 def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
