@@ -191,6 +191,9 @@ class TrainConfig:
     micro_batch_size: int | None = None
     """Completions per forward/backward (gradient accumulation inside a mini-batch). Model-dependent default: 64
     for tiny, 8 otherwise."""
+    policy_loss: str = "ppo-clip"
+    """The policy loss by name (:data:`~reinforce_ada.core.losses.POLICY_LOSSES`): ``ppo-clip``, token-level PPO-clip
+    with the clip ratios below."""
     clip_ratio_low: float = 0.2
     """PPO clip below 1."""
     clip_ratio_high: float = 0.28
@@ -290,8 +293,9 @@ class TrainConfig:
             raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
         self._check_rollout_fields()
         _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
-        from reinforce_ada.core.losses import AGGREGATIONS
+        from reinforce_ada.core.losses import AGGREGATIONS, POLICY_LOSSES
 
+        _check_choice("policy_loss", self.policy_loss, POLICY_LOSSES.names())
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")

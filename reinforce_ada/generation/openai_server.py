@@ -51,6 +51,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Sequence
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.sampling.protocols import (
     FatalGenerationError,
     GenerationError,
@@ -106,7 +107,7 @@ class _SharedRequest:
                 future.set_result(task.result()[i])
 
 
-class OpenAICompletionsEngine:
+class OpenAICompletionsEngine(GeneratorBase):
     """Asynchronous engine (and synchronous generator) over an OpenAI-compatible HTTP server."""
 
     def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,

@@ -21,6 +21,7 @@ import logging
 from typing import Any
 
 from reinforce_ada.config import DynamicSamplingConfig, MemoryConfig, SamplerConfig, StreamingConfig
+from reinforce_ada.sampling.protocols import Sampler
 
 __all__ = ["build_sampler", "new_memory"]
 
@@ -40,7 +41,7 @@ def new_memory(config: MemoryConfig, *, half_life: float | None) -> Any:
 
 
 def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any, verifier: Any, *,
-                  memory: Any = None, **streaming_options: Any) -> Any:
+                  memory: Any = None, **streaming_options: Any) -> Sampler:
     """The sampler ``config`` names (see the module docstring).
 
     ``memory``: a :class:`~reinforce_ada.sampling.memory.PassRateMemory` to use instead of the one the config implies
@@ -70,7 +71,7 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
 
 
 def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, memory: Any,
-                       extra: dict[str, Any]) -> Any:
+                       extra: dict[str, Any]) -> Sampler:
     from reinforce_ada.sampling.scoring import check_backends
     from reinforce_ada.sampling.scheduler import StreamingOptions
     from reinforce_ada.sampling.streaming import StreamingSampler

@@ -59,7 +59,7 @@ def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable
     assert calls[0][0] == "checkpoint-2" and calls[0][1].startswith(".old-checkpoint-2-")
     assert not (out / "checkpoint-2").exists()  # what a kill in that window leaves
     resumed = Trainer(small_config(out, max_steps=3, resume=True), **parts())
-    assert resumed.resume_from == out / "checkpoint-2" and resumed.step == 2
+    assert resumed.start.checkpoint == out / "checkpoint-2" and resumed.step == 2
     resumed.train()
     assert (out / "checkpoint-3").is_dir() and not list(out.glob(".old-checkpoint-*"))
     assert not list(out.glob(".tmp-checkpoint-*"))
