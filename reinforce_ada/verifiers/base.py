@@ -33,7 +33,7 @@ def reward_list(answer: Any, expected: int, source: str = "verifier") -> list[An
     >>> reward_list({0: 1.0, 1: 0.0}, 2, "reward function 'f'")
     Traceback (most recent call last):
     ...
-    reinforce_ada.sampling.protocols.VerifierError: reward function 'f' returned a dict; it must return a list of 2 \
+    reinforce_ada.errors.VerifierError: reward function 'f' returned a dict; it must return a list of 2 \
 rewards (real numbers or None), one per completion
     """
     if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, Sequence) and not _is_array(answer):
