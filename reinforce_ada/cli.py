@@ -3,7 +3,11 @@
 Errors: an option no subcommand has is refused (no prefix matching: ``--learning-rat`` is not ``--learning-rate``).
 A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
 (``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
-``error: <message>`` and the command exits with status 2; any other exception is a bug and keeps its traceback.
+``error: <message>`` and the command exits with status 2. A run that stops because it cannot learn
+(``RunStopped``) and a generator that failed for good (``GenerationError``: a server that keeps timing out, an answer
+that does not fit the request) end in one line with status 3. Any other exception is a bug and keeps its traceback.
+A usage error (an unknown option, a value of the wrong type) is one line naming the option and the value, with a
+close spelling when there is one; the full usage only with ``--help``.
 
 Every subcommand is one row of :data:`SUBCOMMANDS`, here and nowhere else: its name, help texts, and the
 ``add_arguments(parser)`` and ``run(args)`` functions (train, eval, simulate and plot in :mod:`reinforce_ada.commands`;
@@ -77,11 +81,50 @@ def _resolve(target: Callable | str) -> Callable:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` without prefix matching; ``add_subparsers`` makes every subcommand's parser one too."""
+    """An ``ArgumentParser`` without prefix matching whose usage errors are one line: the option and the value, and
+    for a mistyped option or choice the closest spelling the parser knows (the top level's or the subcommand's);
+    the usage only with ``--help``. ``add_subparsers`` makes every subcommand's parser one too."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # named by the parser they were given to: the subcommand's, when one was chosen
+            parser = self._subcommand_parsers().get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_closest_option(extras, parser, self)}")
+        return parsed
+
+    def _subcommand_parsers(self) -> dict[str, "_Parser"]:
+        return next((dict(a.choices) for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+    def _check_value(self, action, value):  # a choice not among the choices: name the closest one
+        if action.choices is not None and value not in action.choices:
+            import difflib
+
+            choices = [str(choice) for choice in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {', '.join(choices)})"
+                                                 + (f"; did you mean {close[0]!r}?" if close else ""))
+
+
+def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str:
+    """`` (did you mean --max-steps?)`` for the first unknown option with a close spelling among ``parsers``'
+    options (the subcommand's first, then the top level's); empty when none is close."""
+    import difflib
+
+    known = [option for parser in parsers for action in parser._actions for option in action.option_strings
+             if action.help is not argparse.SUPPRESS]
+    for extra in extras:
+        if extra.startswith("-"):
+            close = difflib.get_close_matches(extra.partition("=")[0], known, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    from reinforce_ada.sampling.protocols import GenerationError
     from reinforce_ada.training.guards import RunStopped
 
     try:
@@ -117,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RunStopped as err:  # a run that cannot learn: stopped early, with the cause
         print(f"error: {err}", file=sys.stderr)
+        return 3
+    except GenerationError as err:  # a server or engine that failed for good: after its retries, or not retriable
+        print(f"error: {args.command}: generation failed: {_one_line(str(err))}", file=sys.stderr)
         return 3
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)

@@ -55,30 +55,6 @@ class NoDeviceError(ConfigError, RuntimeError):
     """``device`` names a GPU that torch cannot see."""
 
 
-def refuse_outputs_over_inputs(outputs: dict[str, object], inputs: list[tuple[str, object]]) -> None:
-    """Inputs are never outputs: raise :class:`UsageError` if an output path (``{option: path}``, empty or ``None``
-    for none) is one of the ``(option, path)`` inputs, or another output. Inputs that are not files (``task:NAME``, a
-    dataset name) are skipped. Every command that writes files calls this before any work."""
-    import os
-    from pathlib import Path
-
-    def same(a: Path, b: Path) -> bool:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
-
-    seen: list[tuple[str, Path]] = [(name, Path(str(p))) for name, p in inputs if p and Path(str(p)).is_file()]
-    for name, path in outputs.items():
-        if not path:
-            continue
-        out = Path(str(path))
-        for other, known in seen:
-            if same(out, known):
-                raise UsageError(f"{name} {path} is the same file as {other} {known}: an input is never overwritten; "
-                                 f"give {name} a new path")
-        seen.append((name, out))
-
-
 class VerifierError(ValueError):
     """The verifier returned something unusable (wrong length, NaN or infinite reward). Not a :class:`UserError`:
     the samplers count it as a failed verification (``on_verifier_failure``), and the run's guards stop a run whose

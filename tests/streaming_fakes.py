@@ -77,7 +77,10 @@ class FakeOpenAIServer:
     ``plan(arrival_index, request_id, attempt)`` returns the action for each request: ``"ok"``, ``"500"``, ``"429"``,
     ``"400"``, ``"drop"`` (close the connection without answering), ``"timeout"`` (answer after ``slow_s``) or
     ``"garbage"`` (200 with a body that is not JSON) or ``"hold"`` (never answer: wait until the server stops; the
-    attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time).
+    attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time);
+    or an answer that does not fit the request: ``"wrong_n"`` (one choice too few, or too many for ``n=1``),
+    ``"text_null"`` (the first choice's text is ``null``), ``"logprob_mismatch"`` (one log-prob fewer than token
+    ids), ``"no_token_ids"`` (text only, as a server without ``return_token_ids``).
     The completion text is ``"<label>|<sample name>"``: the request id for ``n=1``, ``"<request id>#<k>"`` for the
     ``k``-th choice of an ``n``-request. A request asking for log-probs (``logprobs``) gets token ids (the text's
     code points) and made-up log-probs (``-1/(position+1)``).
@@ -148,6 +151,16 @@ class FakeOpenAIServer:
                         choice["logprobs"] = {"tokens": list(choice["text"]),
                                               "token_logprobs": [-1 / (i + 1) for i in range(len(choice["text"]))]}
                     choices.append(choice)
+                if action == "wrong_n":  # an answer that does not fit the request, however often it is asked
+                    choices = choices[:-1] if len(choices) > 1 else choices * 2
+                elif action == "text_null":
+                    choices[0]["text"] = None
+                elif action == "logprob_mismatch" and "logprobs" in choices[0]:
+                    choices[0]["logprobs"]["token_logprobs"].pop()
+                elif action == "no_token_ids":
+                    for choice in choices:
+                        choice.pop("token_ids", None)
+                        choice.pop("logprobs", None)
                 choices.reverse()  # the client must order choices by index, not by position
                 payload = {"id": request_id, "object": "text_completion", "model": body.get("model"),
                            "choices": choices}

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reinforce_ada.errors import DataError, UsageError, refuse_outputs_over_inputs
+from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.evaluation import evaluate, format_results
+from reinforce_ada.outputs import refuse_unsafe_outputs, source_inputs
 from reinforce_ada.sampling.protocols import Verifier
 from reinforce_ada.types import Prompt
 
@@ -69,19 +70,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit must be positive, got {args.limit}")
     if args.data and len(set(args.data)) != len(args.data):
         raise UsageError(f"--data names a source twice: {args.data}")
-    refuse_outputs_over_inputs({"--out": args.out}, [("--data", d) for d in args.data or []])
     from reinforce_ada.generation.local import generator_for_folder
     from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     source = model_from_arguments(args)
+    refuse_unsafe_outputs({"--out": args.out}, [*(("--data", d) for d in args.data or []), *source_inputs(source)])
     settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)
     datasets, verifier_names, verifiers, described = _sources(args, source)
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
-    from reinforce_ada.training.guards import WatchedVerifier, check_verifier_failures
+    from reinforce_ada.training.guards import check_verifier_failures, watched_with_timeout
 
-    watched = {data: WatchedVerifier(verifier, verifier_names[data]) for data, verifier in verifiers.items()}
+    timeout = source.config.verifier_timeout if source.config is not None else None  # the run's, as it trained
+    if timeout:
+        from_run.append(f"verifier_timeout={timeout:g}")
+    watched = {data: watched_with_timeout(verifier, verifier_names[data], timeout)
+               for data, verifier in verifiers.items()}
     for verifier in watched.values():
         verifier.start_window()
     try:
@@ -89,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
                            threshold=threshold, progress=not args.json)
     finally:
         generator.close()  # a vLLM engine: shut down
+        for verifier in watched.values():
+            verifier.close()  # a timed verifier's worker process
     limit = source.config.max_verifier_failure_rate if source.config is not None else 1.0
     for data, row in results["datasets"].items():  # a verifier that failed on (almost) everything measured nothing
         check_verifier_failures(f"eval of {data}", row["num_verifier_failures"], row["num_samples"], limit,

@@ -16,6 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from reinforce_ada.outputs import refuse_unsafe_outputs
     from reinforce_ada.plotting import plot_runs
 
     out = args.out
@@ -23,5 +24,8 @@ def run(args: argparse.Namespace) -> int:
         if len(args.runs) > 1:
             raise UsageError(f"plotting {len(args.runs)} runs together: give --out DIR for their training.png")
         out = Path(args.runs[0]) / "plots"
+    # one run's plot is redrawn in its own plots/ folder; nothing else of a run is written over
+    redraws = [Path(args.runs[0]) / "plots" / "training.png"] if len(args.runs) == 1 else []
+    refuse_unsafe_outputs({"--out": Path(out) / "training.png"}, [], replaces=redraws)
     print(f"wrote {plot_runs(args.runs, out).resolve()}")
     return 0

@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from reinforce_ada.config import SamplerConfig
     from reinforce_ada.research.simulate import (check_counts, check_simulation_inputs, finite_or_none, format_table,
                                                  grpo_signal_closed_form, pass_rates_from, plot, simulate)
+    from reinforce_ada.outputs import refuse_unsafe_outputs
 
+    refuse_unsafe_outputs({"--plot": args.plot}, [("--dist", args.dist)])
     check_simulation_inputs(args.prompts, args.seed)
     check_counts(batch_size=args.batch_size, dapo_max_batches=args.dapo_max_batches)
     SamplerConfig(samples_per_round=args.samples_per_round, max_rounds=args.max_rounds, group_size=args.group_size)

@@ -74,9 +74,14 @@ def add_final_evaluation(checkpoint: Path, accuracy: float, verifier_stats: dict
 
     path = checkpoint / FINAL_EVALUATION
     tmp = checkpoint / f".{FINAL_EVALUATION}.tmp-{os.getpid()}"
-    torch.save({"accuracy": float(accuracy), "rng": rng_state(), "verifier_stats": dict(verifier_stats)}, tmp)
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())
+    try:
+        torch.save({"accuracy": float(accuracy), "rng": rng_state(), "verifier_stats": dict(verifier_stats)}, tmp)
+        with tmp.open("rb") as fh:
+            os.fsync(fh.fileno())
+    except (OSError, RuntimeError) as err:  # a full disk surfaces as RuntimeError from torch.save
+        tmp.unlink(missing_ok=True)
+        raise OSError(f"could not write {path}: {' '.join(str(err).split())[:300]} (the checkpoint is intact; "
+                      f"--resume redoes the final evaluation)") from err
     os.replace(tmp, path)
     manifest = json.loads((checkpoint / MANIFEST).read_text())
     manifest["files"][FINAL_EVALUATION] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}

@@ -108,6 +108,24 @@ def check_config_format(latest: Path, saved: dict[str, Any]) -> None:
                              f"(--overwrite) or in another --output-dir")
 
 
+def no_run_to_resume(folder: Path) -> RunFolderError:
+    """The error for ``--resume`` of a folder that holds no run (a mistyped name would otherwise train a whole new
+    run): it names the folder and, when there is one, the run folder beside it whose name is closest."""
+    import difflib
+
+    parent = folder.parent if str(folder.parent) else Path(".")
+    runs = [child.name for child in (sorted(parent.iterdir()) if parent.is_dir() else [])
+            if child.is_dir() and child != folder and checkpoints(child)]
+    close = difflib.get_close_matches(folder.name, runs, n=1, cutoff=0.6)
+    if close:
+        hint = f"; did you mean --output-dir {parent / close[0]}?"
+    else:
+        hint = (f"; the run folders beside it: {', '.join(str(parent / name) for name in runs[:3])}"
+                + (", ..." if len(runs) > 3 else "")) if runs else ""
+    return RunFolderError(f"--resume: {folder} holds no run to resume{hint} (to start a new run there, leave out "
+                          f"--resume)")
+
+
 def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
     """Validate the run folder before anything loads; return the checkpoint to resume from and the changed fields.
 
@@ -133,8 +151,7 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
         if any(not e.name.startswith(".tmp-checkpoint-") for e in entries):
             raise RunFolderError(f"--resume: {folder} holds a run ({names}) but no checkpoint to resume from; pass "
                                  f"--overwrite instead of --resume to start it over")
-        logger.warning("--resume given but %s holds no run; starting fresh", folder)
-        return None, {}
+        raise no_run_to_resume(folder)
     latest = found[-1]
     try:
         state = check_checkpoint_files(latest)

@@ -56,8 +56,15 @@ class WatchedVerifier:
         try:
             try:
                 answer = self.verifier(prompts, completions)
+            except KeyboardInterrupt:  # Ctrl-C (or raised by the reward function): the run stops as interrupted
+                raise
             except SystemExit as exit_:  # sys.exit() inside a reward function: a failed call, not the end of the run
                 raise RuntimeError(f"the verifier called sys.exit({exit_.code!r})") from None
+            except BaseException as err:  # GeneratorExit, a user's BaseException subclass: a failed call too
+                if isinstance(err, Exception):
+                    raise
+                raise RuntimeError(f"the verifier raised {type(err).__name__}"
+                                   + (f": {err}" if str(err) else "") + " (a BaseException)") from None
         except Exception as err:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError
@@ -154,14 +161,21 @@ def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> 
 def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> WatchedVerifier:
     """The trainer's verifier: its signature checked against the columns it will get, run under
     ``verifier_timeout`` (in a worker, unless it is ``math``, which times out per completion itself), and watched."""
-    from reinforce_ada.verifiers.math import MathVerifier
-
     name = config.verifier or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
     check_reward_signature(verifier, prompts, name)
-    if config.verifier_timeout and not isinstance(verifier, MathVerifier):
+    return watched_with_timeout(verifier, name, config.verifier_timeout)
+
+
+def watched_with_timeout(verifier: Any, name: str, timeout: float | None) -> WatchedVerifier:
+    """``verifier`` watched, and run under ``timeout`` seconds per call in a worker when one is given (``math``
+    times out per completion itself: its ``timeout`` option, :func:`verifier_options`). ``train``, and ``eval`` and
+    ``select-prompts`` of a run trained with ``verifier_timeout``, score through this."""
+    from reinforce_ada.verifiers.math import MathVerifier
+
+    if timeout and not isinstance(verifier, MathVerifier):
         from reinforce_ada.verifiers.timed import TimedVerifier
 
-        verifier = TimedVerifier(verifier, config.verifier_timeout, name=name)
+        verifier = TimedVerifier(verifier, timeout, name=name)
     return WatchedVerifier(verifier, name)
 
 

@@ -36,7 +36,7 @@ from reinforce_ada.runs.folder import record_event
 from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.runs.resume import decide_start
 from reinforce_ada.sampling.factory import build_sampler
-from reinforce_ada.sampling.protocols import FatalGenerationError
+from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
 from reinforce_ada.training.guards import (GenerationStopped, RunStopped, check_finite, check_prompt_lengths,
                                            check_verifier_failures, watch_verifier)
 from reinforce_ada.training.metrics import MetricsWriter
@@ -107,7 +107,7 @@ class Trainer:
 
         warm_start: dict[str, Any] = {}
         if model is None:
-            model, tokenizer, warm_start = load_model(cfg, train_prompts, task)
+            model, tokenizer, warm_start = load_model(cfg, train_prompts, task, self.eval_prompts)
         elif tokenizer is None:
             raise ValueError("a model was given without its tokenizer")
         if cfg.lora:
@@ -150,8 +150,9 @@ class Trainer:
                 return json.loads((self.output_dir / "summary.json").read_text())
             try:
                 return self._train()
-            except FatalGenerationError as err:  # a dead engine: never retried, the run stops with the cause
-                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and was not retried: "
+            except GenerationError as err:  # a dead engine (never retried) or a failure that outlasted its retries
+                how = "was not retried" if isinstance(err, FatalGenerationError) else "outlasted its retries"
+                raise GenerationStopped(f"step {self.step + 1}: the generator failed for good and {how}: "
                                         f"{' '.join(str(err).split())}") from err
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
@@ -244,7 +245,8 @@ class Trainer:
         check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
         self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
-        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids)
+        seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids,
+                         f"step {self.step + 1}: the generator ({type(self.generator).__name__})")
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs.advantages,
                      f"the largest |reward| is {max(rewards, default=0.0):.3g}; rewards must stay well inside float32")

@@ -38,13 +38,13 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     task = None
     if model:
         check_model(config.model)
-        if config.model == "tiny" and config.data is not None:
-            raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if data:
-        for name in ("data", "eval_data"):
+        for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
             if source is not None:
                 check_data_source(name, source)
+    if model and config.model == "tiny" and config.data is not None:
+        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if config.data is None and (data or (model and config.model == "tiny")):
         check_task(config.task)
         task = build_task(config)
@@ -175,6 +175,8 @@ def check_verifier(name: str) -> None:
 
     try:
         import_function(name)
+    except ConfigError:  # names the function already
+        raise
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         raise ConfigError(f"verifier {name!r}: {err}") from None
 

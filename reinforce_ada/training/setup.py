@@ -59,9 +59,13 @@ def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], 
     return train, held_out_prompts(cfg, task), run_verifier(cfg, task)
 
 
-def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> tuple[Any, Any, dict[str, Any]]:
+def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
+               held_out: Sequence[Prompt] = ()) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in ``task`` (the config's,
-    built), or ``cfg.model`` loaded pretrained (no warm start: ``{}``)."""
+    built), or ``cfg.model`` loaded pretrained (no warm start: ``{}``). Every training and held-out prompt is checked
+    against the model's tokenizer and context first (:func:`check_prompts_before_weights`), so a prompt that encodes
+    to zero tokens or does not fit is named before a warm start or a weights file loads."""
+    check_prompts_before_weights(cfg, [*train_prompts], [*held_out])
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
         from reinforce_ada.training.warm_start import WarmStartSettings, load_or_warm_start_tiny
@@ -83,6 +87,29 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
     source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
     model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)
     return model, tokenizer, {}
+
+
+def check_prompts_before_weights(cfg: TrainConfig, train: Sequence[Prompt], held_out: Sequence[Prompt]) -> None:
+    """:func:`~reinforce_ada.generation.prompting.check_prompts_fit` with the tokenizer and context of the model
+    ``cfg`` names, read without its weights (``smollm2-135m``'s tokenizer comes from its GGUF file with the weights:
+    checked once they load, by :func:`~reinforce_ada.training.guards.check_prompt_lengths`)."""
+    from reinforce_ada.generation.prompting import check_prompts_fit, encode_prompt
+
+    if cfg.model == "smollm2-135m":
+        return
+    if cfg.model == "tiny":
+        from reinforce_ada.models.tiny import TINY_SHAPE, build_char_tokenizer
+
+        tokenizer, context = build_char_tokenizer(), TINY_SHAPE["max_positions"]
+    else:
+        from reinforce_ada.models.loading import context_length, load_tokenizer
+        from reinforce_ada.runs.source import locate_model
+
+        source = locate_model(cfg.model)
+        path = str(source.model_dir) if source else cfg.model
+        tokenizer, context = load_tokenizer(path), context_length(path)
+    check_prompts_fit({"training prompt": train, "held-out prompt": held_out},
+                      lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template), context, cfg.max_new_tokens)
 
 
 def wrap_lora(cfg: TrainConfig, model: Any) -> Any:

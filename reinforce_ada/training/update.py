@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import check_finite, check_rollout_mismatch
+from reinforce_ada.training.guards import RunStopped, check_finite, check_rollout_mismatch
 from reinforce_ada.types import Completion, Prompt, SampledBatch
+
+
+class UntrainableCompletions(RunStopped):
+    """The generator's completions carry text but no token ids (an OpenAI-compatible server that returns none), so
+    there is nothing to train on; the run stops at the first such step, naming the generator."""
 
 
 @dataclass
@@ -45,12 +50,23 @@ class SequenceBatch:
 
 
 def sequences(batch: SampledBatch, pad_token_id: int | None,
-              prompt_token_ids: Callable[[Prompt], list[int]]) -> SequenceBatch:
-    """Right-padded ``prompt + completion`` tensors with a mask over completion tokens (empty completions left out)."""
+              prompt_token_ids: Callable[[Prompt], list[int]], generator: str = "the generator") -> SequenceBatch:
+    """Right-padded ``prompt + completion`` tensors with a mask over completion tokens. An empty completion (no
+    text, no token ids) is left out; one with text but no token ids cannot be trained on and raises
+    :class:`UntrainableCompletions` naming ``generator`` -- never a step trained on fewer sequences, or none."""
     import torch
 
     rows: list[tuple[list[int], Completion]] = [
         (prompt_token_ids(group.prompt), c) for group in batch.groups for c in group.completions]
+    untrainable = [c for _, c in rows if len(c.token_ids) == 0 and c.text]
+    if untrainable:
+        first = untrainable[0]
+        raise UntrainableCompletions(
+            f"{generator} returned {len(untrainable)} of {len(rows)} completions with text but no token ids (first: "
+            f"prompt {first.prompt_id!r}, {first.text[:40]!r}), so they cannot be trained on; give a generator "
+            f"that returns the sampled token ids (an OpenAI-compatible server: vLLM or SGLang with "
+            f"return_token_ids). Stopping before the update: the weights are unchanged and no checkpoint was "
+            f"written from this step.")
     keep = [i for i, (_, c) in enumerate(rows) if len(c.token_ids) > 0]
     length = max((len(p) + len(c.token_ids) for p, c in rows), default=1)
     pad = pad_token_id if pad_token_id is not None else 0

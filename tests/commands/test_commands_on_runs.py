@@ -222,6 +222,96 @@ def test_plot_writes_into_the_run_folder(tmp_path, capsys, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["run"]  # no nope/plots made for a run that is not there
 
 
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.fault("an output onto a run's own files or a run's inputs (eval --out RUN/checkpoint-N/model/"
+                   "model.safetensors or the run's --eval-data, select-prompts --out RUN/metrics.jsonl, --pass-rates "
+                   "RUN/checkpoint-N/trainer_state.json, plot --out RUN/checkpoint-N, simulate --plot, through a "
+                   "symlink too)",
+                   "exit 2 in one line naming the file, before any model loads; every byte of the run and its inputs "
+                   "unchanged (the weights were destroyed by SIGBUS; the others overwritten, exit 0)")
+@pytest.mark.parametrize("case", ["eval-weights", "eval-eval-data", "select-metrics", "select-trainer-state",
+                                  "select-link-to-config", "plot-into-checkpoint", "simulate-plot", "multistep-json"])
+def test_no_command_writes_onto_a_run_or_its_inputs(tmp_path, capsys, monkeypatch, no_weights, case):
+    monkeypatch.chdir(tmp_path)
+    held_out = tmp_path / "held.jsonl"
+    held_out.write_text(json.dumps({"prompt": "1+1=", "answer": "2"}) + "\n")
+    run = make_run(tmp_path / "run", eval_data=str(held_out))
+    (tmp_path / "link.jsonl").symlink_to(run / "config.json")
+    before, held_before = tree(run), held_out.read_bytes()
+    weights = "run/checkpoint-3/model/model.safetensors"
+    argv, culprit = {
+        "eval-weights": (["eval", "run", "--out", weights],
+                         f"--out {weights} lies inside the model folder run/checkpoint-3/model"),
+        "eval-eval-data": (["eval", "run", "--out", "held.jsonl"],
+                           f"--out held.jsonl is the same file as the run's --eval-data {held_out}"),
+        "select-metrics": (["select-prompts", "run", "--out", "run/metrics.jsonl"],
+                           f"--out run/metrics.jsonl is metrics.jsonl of the training run in {run}"),
+        "select-trainer-state": (["select-prompts", "run", "--pass-rates", "run/checkpoint-3/trainer_state.json"],
+                                 f"--pass-rates run/checkpoint-3/trainer_state.json lies inside checkpoint-3/ of "
+                                 f"the training run in {run}"),
+        "select-link-to-config": (["select-prompts", "run", "--out", "link.jsonl"],
+                                  f"--out link.jsonl is config.json of the training run in {run}"),
+        "plot-into-checkpoint": (["plot", "run", "--out", "run/checkpoint-3"],
+                                 f"--out run/checkpoint-3/training.png lies inside checkpoint-3/ of the training run "
+                                 f"in {run}"),
+        "simulate-plot": (["simulate", "--prompts", "50", "--plot", "run/metrics.jsonl"],
+                          f"--plot run/metrics.jsonl is metrics.jsonl of the training run in {run}"),
+        "multistep-json": (["simulate-multistep", "--prompts", "50", "--json", "run/config.json"],
+                           f"--json run/config.json is config.json of the training run in {run}"),
+    }[case]
+    line = one_line(capsys, *argv)
+    assert line.startswith(f"{culprit}: "), line
+    assert tree(run) == before and held_out.read_bytes() == held_before
+
+
+def test_a_new_file_in_a_run_folder_and_a_runs_own_plot_are_fine(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = make_run(tmp_path / "run")
+    from reinforce_ada.outputs import refuse_unsafe_outputs
+
+    refuse_unsafe_outputs({"--out": run / "eval.jsonl"}, [])  # the command's own file beside the run's
+    assert cli.main(["plot", "run"]) == 0 and (run / "plots" / "training.png").is_file()
+    assert cli.main(["plot", "run"]) == 0  # redrawn in place
+    assert one_line(capsys, "plot", "run", "run", "--out", "run/plots").startswith(
+        "--out run/plots/training.png lies inside plots/ of the training run in")
+
+
+@pytest.mark.fault("select-prompts on prompt rows without an answer",
+                   "exit 2 naming the rows, before any model loads (every pass rate was 0: 'kept 20 of 20' with "
+                   "--min 0)")
+def test_select_prompts_refuses_rows_without_an_answer(tmp_path, capsys, monkeypatch, no_weights):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in (
+        {"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2="}, {"prompt": "3+3=", "answer": " "})))
+    assert one_line(capsys, "select-prompts", "--tiny", "--data", "rows.jsonl", "--out", "o.jsonl", "--min", "0") == (
+        "rows.jsonl: 2 of 3 rows have no answer in column 'answer' (row 1 (line 2), row 2 (line 3)); give every row "
+        "a reference answer or remove those rows")
+    assert sorted(os.listdir(tmp_path)) == ["rows.jsonl"]
+
+
+@pytest.mark.fault("select-prompts run again onto its earlier output (RUN/selected_prompts.jsonl, --out, "
+                   "--pass-rates)",
+                   "exit 2 naming the files unless --overwrite; the earlier output unchanged (it was replaced "
+                   "without asking)")
+def test_select_prompts_replaces_its_earlier_output_only_with_overwrite(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = make_run(tmp_path / "run")
+    assert cli.main(["select-prompts", "run", "--limit", "3", "-k", "1"]) == 0
+    earlier = tree(run)
+    assert one_line(capsys, "select-prompts", "run", "--limit", "3", "-k", "1") == (
+        "--out run/selected_prompts.jsonl and --pass-rates run/pass_rates.jsonl already exist (an earlier output?): "
+        "pass --overwrite to replace them, or give another path")
+    (tmp_path / "mine.jsonl").write_text("my notes\n")
+    assert one_line(capsys, "select-prompts", "run", "--limit", "3", "-k", "1", "--out", "mine.jsonl") == (
+        "--out mine.jsonl already exists (an earlier output?): pass --overwrite to replace it, or give another path")
+    assert tree(run) == earlier and (tmp_path / "mine.jsonl").read_text() == "my notes\n"
+    assert cli.main(["select-prompts", "run", "--limit", "4", "-k", "1", "--overwrite"]) == 0
+    assert len((run / "pass_rates.jsonl").read_text().splitlines()) == 4
+
+
 # -- --help --------------------------------------------------------------------------------------------------------
 def test_help_is_plain_text_and_lists_the_registries(monkeypatch):
     from reinforce_ada.data.tasks import TASKS

@@ -39,3 +39,26 @@ def as_generator(prompts, completions, **kwargs):
 def as_digit_strings(prompts, completions, **kwargs):
     """Entries that are strings: "1" is never read as 1.0."""
     return ["1"] * len(completions)
+
+
+class RewardBlewUp(BaseException):
+    """A BaseException that is not an Exception (as some libraries raise): a failed call, not a crash."""
+
+
+def raises_base_exception(prompts, completions, **kwargs):
+    raise RewardBlewUp("the reward server went away")
+
+
+async def async_reward(prompts, completions, **kwargs):
+    """``async def``: called like a plain function it returns a coroutine, never the rewards."""
+    return [1.0] * len(completions)
+
+
+def sleeps_5s(prompts, completions, **kwargs):
+    time.sleep(5)
+    return [1.0] * len(completions)
+
+
+def first_digit_text(prompts, completions, answer, **kwargs):
+    """TRL's signature (texts in): 1 when the completion starts with the answer's first digit."""
+    return [1.0 if c[:1] == str(a)[:1] else 0.0 for c, a in zip(completions, answer)]

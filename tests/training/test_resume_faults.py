@@ -208,3 +208,23 @@ def test_forced_resume_on_changed_data_records_the_change(tmp_path):
     history = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()]
     assert history[-1]["event"] == "resume" and history[-1]["forced"]
     assert history[-1]["changed"]["data"][0]["rows"] == 64 and history[-1]["changed"]["data"][1]["rows"] == 5
+
+
+@pytest.mark.fault("--resume of a folder that holds no run (a mistyped --output-dir)",
+                   "exit 2 naming the folder and the closest run folder beside it; nothing created (it trained a whole "
+                   "new run, exit 0)")
+def test_resume_of_a_folder_without_a_run_is_refused_naming_the_closest_run(tmp_path, monkeypatch, capsys):
+    from reinforce_ada import cli
+
+    monkeypatch.chdir(tmp_path)
+    Trainer(small_config(tmp_path / "runs" / "default", max_steps=1), **parts()).train()
+    monkeypatch.setattr("reinforce_ada.training.loop.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", "--output-dir", "runs/defualt"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --resume: runs/defualt holds no run to resume; did you mean --output-dir runs/default? (to start a new "
+        "run there, leave out --resume)"]
+    assert cli.main(["train", "--resume", "--output-dir", "elsewhere/run"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --resume: elsewhere/run holds no run to resume (to start a new run there, leave out --resume)"]
+    assert sorted(os.listdir(tmp_path)) == ["runs"] and os.listdir(tmp_path / "runs") == ["default"]
