@@ -146,7 +146,7 @@ class Trainer:
         e.g. a dead vLLM engine), which the CLI then ends with exit 3 and the one-line cause."""
         try:
             if self.nothing_to_do is not None:  # a finished run resumed with no more steps: nothing is written
-                logger.warning("%s", self.nothing_to_do)
+                logger.info("%s", self.nothing_to_do)  # the caller says it (the command line prints it)
                 return json.loads((self.output_dir / "summary.json").read_text())
             try:
                 return self._train()
@@ -175,7 +175,8 @@ class Trainer:
             self.accuracy_history.append((0, self.accuracy_before))
             writer.write({"step": 0, "eval/accuracy": self.accuracy_before, "total_samples": 0})
             logger.info("held-out sampled accuracy before training: %.1f%%", 100 * self.accuracy_before)
-        progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True)
+        progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True,
+                        disable=None)  # on a terminal only: no carriage-return redraws in a piped log
         try:
             while self.step < cfg.max_steps:
                 metrics = self.train_step()
