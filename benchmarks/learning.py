@@ -31,7 +31,8 @@ weights; ``tiny-<task>`` is exactly the default above).
 heldout_accuracy], ...], "seconds_per_step"}, ...]}`` (step 0 included; seconds per step: the mean of the run's
 ``time/step_seconds``, sampling + update without the evaluations), and next to it ``<stem>_details.json`` (zero-variance per step,
 per-prompt pass rates for the buckets). ``--from-json PATH`` recomputes the tables and plots from such files without
-training. Plots go to ``--docs``/img/learning-<task>.png unless ``--no-write``.
+training. Plots go to ``--docs``/img/learning-<task>.png (default ``benchmarks/results/img``; ``--docs docs`` for
+the documented plots) unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -203,7 +204,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--bucket-samples", type=int, default=16, help="samples per bucket prompt")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="runs/benchmark-learning", help="folder for the run folders")
-    parser.add_argument("--docs", default="docs", help="plots go to DOCS/img/learning-<task>.png")
+    parser.add_argument("--docs", default=str(Path(__file__).resolve().parent / "results"),
+                        help="plots go to DOCS/img/learning-<task>.png (default: benchmarks/results; the documented "
+                             "plots: --docs docs)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the histories (and PATH's _details)")
     parser.add_argument("--from-json", nargs="+", default=None, metavar="PATH",
                         help="report from these --json files (merged) instead of training")

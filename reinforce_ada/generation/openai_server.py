@@ -3,7 +3,7 @@
 **One request per prompt, ``n`` samples.** A prompt's samples go to the server as one request with ``n = k``
 (at most ``max_n``): the server then shares the prompt's prefill among them and one HTTP round trip serves ``k``
 samples. Per-sample requests (``max_n=1``) cost a request each and, on vLLM's CPU server, made the streaming sampler
-about 2x slower than the round sampler (issue 19, item 7). On the asynchronous path (:meth:`complete`, one call per
+about 2x slower than the round sampler. On the asynchronous path (:meth:`complete`, one call per
 sample, the streaming sampler's :class:`~reinforce_ada.sampling.streaming.AsyncEngine`) the calls for one prompt made
 in the same event-loop turn -- the scheduler's wave for that prompt -- are coalesced into one ``n``-request; each
 call still returns exactly one :class:`Completion`. Cancelling a call drops its sample; when every call of a request

@@ -1,5 +1,5 @@
 """A run that cannot learn stops early naming the cause; nothing a user made is overwritten or mixed; every number
-written is true (issue 12, trainer side). Each test asserts the exact outcome: the exception or exit code, the
+written is true (the trainer's side). Each test asserts the exact outcome: the exception or exit code, the
 message naming the field / file / row / function, and the files left untouched byte for byte."""
 
 import json
@@ -64,7 +64,7 @@ def test_a_reward_function_that_always_raises_stops_the_first_step_naming_it(tmp
     assert history[1]["step"] == 0 and history[1]["reason"] == message
 
 
-def _dict_rewards(prompts, completions):  # issue 20 defect 6: was read as its keys 0..n-1
+def _dict_rewards(prompts, completions):  # must never be read as its keys 0..n-1
     return {i: 1.0 for i in range(len(completions))}
 
 
