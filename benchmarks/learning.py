@@ -35,7 +35,8 @@ weights; ``tiny-<task>`` is exactly the default above).
 heldout_accuracy], ...], "seconds_per_step"}, ...]}`` (step 0 included; seconds per step: the mean of the run's
 ``time/step_seconds``, sampling + update without the evaluations), and next to it ``<stem>_details.json`` (zero-variance per step,
 per-prompt pass rates for the buckets). ``--from-json PATH`` recomputes the tables and plots from such files without
-training. Plots go to ``--docs``/img/learning-<task>.png unless ``--no-write``.
+training. Plots go to ``--docs``/img/learning-<task>.png (default ``benchmarks/results/img``; ``--docs docs`` for
+the documented plots) unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -156,13 +157,15 @@ def start_pass_rates(task: str, args: argparse.Namespace) -> tuple[list[float], 
     assigns the buckets, the second is the start accuracy the gains are measured from (with one estimate for both,
     noise alone would make the lowest bucket "gain" and the highest "lose": regression to the mean)."""
     from reinforce_ada.config import TrainConfig, load_config
+    from reinforce_ada.runs.data import run_task
     from reinforce_ada.training.setup import load_data, load_model
 
     if not args.bucket_prompts:
         return [], []
     config = load_config(TrainConfig, None, {**train_settings(task, args), "learning_rate": 1e-3})
-    train, _, verifier, task_object = load_data(config)
-    model, tokenizer, _ = load_model(config, train, task_object)
+    task_object = run_task(config)
+    train, held_out, verifier = load_data(config, task_object)
+    model, tokenizer, _ = load_model(config, train, task_object, held_out)
     prompts = bucket_prompts(task, args)
     return tuple(pass_rates(model, tokenizer, verifier, prompts, args.bucket_samples, BUCKET_SEED + i)
                  for i in (0, 1))
@@ -218,7 +221,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", default="runs/benchmark-learning",
                         help="folder for the comparisons, one per task (OUT/TASK: run folders and compare's report); "
                              "a rerun continues them")
-    parser.add_argument("--docs", default="docs", help="plots go to DOCS/img/learning-<task>.png")
+    parser.add_argument("--docs", default=str(Path(__file__).resolve().parent / "results"),
+                        help="plots go to DOCS/img/learning-<task>.png (default: benchmarks/results; the documented "
+                             "plots: --docs docs)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the histories (and PATH's _details)")
     parser.add_argument("--from-json", nargs="+", default=None, metavar="PATH",
                         help="report from these --json files (merged) instead of training")

@@ -134,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reinforce_ada.config.checks import terminal_text
 
     parser = _Parser(prog="reinforce-ada", description=terminal_text(__doc__.split("\n\n")[0]))
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="say what happens as it happens: -v the INFO log (timestamped), -vv debug; without it only "
+                             "warnings, the command's own output and, on a terminal, progress bars")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         run = _resolve(command.run)
@@ -152,10 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    quiet_by_default(args.verbose)
     from reinforce_ada.sampling.protocols import GenerationError
     from reinforce_ada.training.guards import RunStopped
 
@@ -178,6 +177,24 @@ def main(argv: list[str] | None = None) -> int:
                 "a training run continues from its newest checkpoint with --resume")
         print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
         return 130
+
+
+def quiet_by_default(verbose: int) -> None:
+    """The command line's output: warnings and the command's own lines; with ``-v`` the INFO log (``-vv`` debug),
+    timestamped. Third-party progress bars (transformers' "Loading weights", the hub's and datasets' downloads) stay
+    off -- their libraries read these variables when they are first imported, which is after this -- and ours show on
+    a terminal only, so a piped log holds no carriage-return redraws."""
+    import os
+
+    for variable in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        os.environ.setdefault(variable, "1")
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    if verbose < 2:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _one_line(message: str) -> str:

@@ -5,7 +5,8 @@ says what was expected. The command line prints such an error as one line, ``err
 status 2, before any model is loaded where it can; any other exception is a bug and keeps its traceback.
 
 Each class also derives from the built-in exception code written before it existed would catch (``ValueError``,
-``KeyError``, ``TypeError``), so ``except ValueError`` still works.
+``KeyError``, ``TypeError``), so ``except ValueError`` still works. :class:`VerifierError` (a reward function's result
+that cannot be read) is here too, below every layer that raises or counts it.
 """
 
 from __future__ import annotations
@@ -53,3 +54,8 @@ class CheckpointError(UserError, ValueError):
 class NoDeviceError(ConfigError, RuntimeError):
     """``device`` names a GPU that torch cannot see."""
 
+
+class VerifierError(ValueError):
+    """The verifier returned something unusable (wrong length, NaN or infinite reward). Not a :class:`UserError`:
+    the samplers count it as a failed verification (``on_verifier_failure``), and the run's guards stop a run whose
+    verifier fails on (almost) everything (exit 3). Also importable from :mod:`reinforce_ada.sampling.protocols`."""

@@ -95,7 +95,7 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
         k: samples per prompt.
         out_jsonl: when set, every generation is written there, one JSON object per line.
         threshold: a completion is correct when its reward is above this.
-        progress: show a tqdm bar over prompt batches.
+        progress: show a tqdm bar over prompt batches (on a terminal only).
 
     Returns:
         ``{"k": k, "datasets": {name: {"num_prompts", "num_samples", "num_verifier_failures", "ave@k", "pass@1",
@@ -127,7 +127,7 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
             sums = dict.fromkeys(METRICS, 0.0)
             num_samples = num_failures = 0
             starts = range(0, len(prompts), batch_size)
-            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=not progress):
+            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=None if progress else True):
                 batch = prompts[start:start + batch_size]
                 outputs, rewards = sample_and_score(generator, verifiers[name],
                                                     [GenerationRequest(p, k) for p in batch])

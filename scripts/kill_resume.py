@@ -1,5 +1,5 @@
 """kill -9 at a random moment of ``train --resume``, then check that a resumable checkpoint always exists and that
-resuming it ends exactly where an uninterrupted run ends (issue 20).
+resuming it ends exactly where an uninterrupted run ends.
 
     python scripts/kill_resume.py --tries 50 --seed 0 --work /tmp/kill-resume
 

@@ -105,8 +105,5 @@ def _grid_from_arguments(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from reinforce_ada.research.compare import run_comparison
-    from reinforce_ada.research.compare_runs import quiet
 
-    with quiet():
-        grid = _grid_from_arguments(args)
-        return run_comparison(grid, args.parallel, args.report_only)[0]
+    return run_comparison(_grid_from_arguments(args), args.parallel, args.report_only)[0]

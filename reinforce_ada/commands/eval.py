@@ -93,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         results = evaluate(generator, watched, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
                            threshold=threshold, progress=not args.json)
     finally:
-        if callable(getattr(generator, "close", None)):
-            generator.close()  # a vLLM engine: shut down
+        generator.close()  # a vLLM engine: shut down
         for verifier in watched.values():
             verifier.close()  # a timed verifier's worker process
     limit = source.config.max_verifier_failure_rate if source.config is not None else 1.0
@@ -171,17 +170,18 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
 
 def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str, str]:
     """The run's held-out prompts (as its trainer drew them), its verifier's name, and which prompts they are."""
-    from reinforce_ada.runs.data import held_out_prompts, run_verifier_name
+    from reinforce_ada.runs.data import held_out_prompts, run_task, run_verifier_name
 
     cfg = source.config
     if cfg is None:
         raise UsageError(f"give --data: {source.model_dir} is not part of a run, so it has no held-out prompts "
                          "of its own")
-    prompts = held_out_prompts(cfg)
+    task = run_task(cfg)
+    prompts = held_out_prompts(cfg, task)
     if not prompts:
         raise UsageError(f"give --data: run {source.run_dir} held out no prompts (eval_prompts=0, or --data without "
                          "--eval-data)")
     where = (cfg.eval_data if cfg.eval_data else
              f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}")
-    return (prompts, verifier or run_verifier_name(cfg),
+    return (prompts, verifier or run_verifier_name(cfg, task),
             f"the run's held-out prompts ({len(prompts)} of {where}, as its eval/accuracy)")

@@ -3,7 +3,7 @@
 **One request per prompt, ``n`` samples.** A prompt's samples go to the server as one request with ``n = k``
 (at most ``max_n``): the server then shares the prompt's prefill among them and one HTTP round trip serves ``k``
 samples. Per-sample requests (``max_n=1``) cost a request each and, on vLLM's CPU server, made the streaming sampler
-about 2x slower than the round sampler (issue 19, item 7). On the asynchronous path (:meth:`complete`, one call per
+about 2x slower than the round sampler. On the asynchronous path (:meth:`complete`, one call per
 sample, the streaming sampler's :class:`~reinforce_ada.sampling.streaming.AsyncEngine`) the calls for one prompt made
 in the same event-loop turn -- the scheduler's wave for that prompt -- are coalesced into one ``n``-request; each
 call still returns exactly one :class:`Completion`. Cancelling a call drops its sample; when every call of a request
@@ -52,6 +52,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Sequence
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.sampling.protocols import (
     FatalGenerationError,
     GenerationError,
@@ -113,7 +114,7 @@ class _SharedRequest:
                 future.set_result(task.result()[i])
 
 
-class OpenAICompletionsEngine:
+class OpenAICompletionsEngine(GeneratorBase):
     """Asynchronous engine (and synchronous generator) over an OpenAI-compatible HTTP server."""
 
     def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,

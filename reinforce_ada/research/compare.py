@@ -126,13 +126,13 @@ def _check_can_run(first: Job) -> None:
     from reinforce_ada.training.setup import load_data, load_model
 
     config = load_config(TrainConfig, None, first.settings)
-    check_train_inputs(config)
-    train, held_out, _, task = load_data(config)
+    task = check_train_inputs(config)  # the built-in task, built (None for prompt files)
+    train, held_out, _ = load_data(config, task)
     if not held_out:
         raise UsageError("compare reads held-out accuracy, and these runs have no held-out prompts: give --eval-data "
                          "(or a --task, whose test split is the default)")
     try:
-        model, _, _ = load_model(config, train, task)
+        model, _, _ = load_model(config, train, task, held_out)
     except (UserError, ImportError):
         raise
     except Exception as err:  # noqa: BLE001 -- whatever the loader raises, the grid does not start

@@ -11,16 +11,14 @@ average then, and how it ended.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-__all__ = ["Job", "concurrency", "quiet", "read_ledger", "read_run", "run_folder_state", "run_jobs"]
+__all__ = ["Job", "concurrency", "read_ledger", "read_run", "run_folder_state", "run_jobs"]
 
 LEDGER = "runs.jsonl"
 
@@ -46,28 +44,6 @@ def run_folder_state(folder: Path) -> str:
     return "started" if folder.exists() and any(folder.iterdir()) else "new"
 
 
-@contextmanager
-def quiet() -> Iterator[None]:
-    """While it lasts, a run's info logs and the model loader's progress bar stay out of the comparison's output (its
-    progress line says what happened)."""
-    logger = logging.getLogger("reinforce_ada")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        from transformers.utils import logging as transformers_logging
-    except ImportError:
-        transformers_logging = None
-    bars = transformers_logging is not None and transformers_logging.is_progress_bar_enabled()
-    if bars:
-        transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-        if bars:
-            transformers_logging.enable_progress_bar()
-
-
 def train_one(settings: dict[str, Any]) -> dict[str, Any]:
     """Train one run from its settings; ``{"ok": True}`` or ``{"ok": False, "stopped": bool, "error": str}``, with
     the wall-clock start and end and the load average at both (a worker's exceptions come back as text)."""
@@ -77,12 +53,11 @@ def train_one(settings: dict[str, Any]) -> dict[str, Any]:
 
     record: dict[str, Any] = {"started": time.time(), "load_start": _load()}
     try:
-        with quiet():
-            trainer = Trainer(load_config(TrainConfig, None, settings))
-            try:
-                trainer.train()
-            finally:
-                trainer.close()
+        trainer = Trainer(load_config(TrainConfig, None, settings))
+        try:
+            trainer.train()
+        finally:
+            trainer.close()
         record["ok"] = True
     except Exception as err:  # noqa: BLE001 -- one run's failure is recorded; the others go on
         record.update(ok=False, stopped=isinstance(err, RunStopped), error=f"{type(err).__name__}: "

@@ -211,8 +211,7 @@ def run(args: argparse.Namespace) -> int:
                                         prompts_per_call=args.prompts_per_call,
                                         retries=0 if args.base_url else args.retries)
     finally:
-        if callable(getattr(generator, "close", None)):
-            generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
+        generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
         watched.close()
     limit = source.config.max_verifier_failure_rate if source is not None and source.config is not None else 1.0
     check_verifier_failures("select-prompts", sum(e.num_failed for e in estimates),
@@ -284,9 +283,9 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 
         return get_verifier(get_task(args.data.removeprefix("task:")).verifier_name)
     if args.verifier is None and source is not None and source.config is not None:
-        from reinforce_ada.runs.data import run_verifier
+        from reinforce_ada.runs.data import run_task, run_verifier
 
-        return run_verifier(source.config)
+        return run_verifier(source.config, run_task(source.config))
     return get_verifier(args.verifier or "math")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from reinforce_ada.config import TrainConfig
 from reinforce_ada.types import Prompt
 
-__all__ = ["data_fingerprint", "held_out_prompts", "prompt_keys", "run_verifier", "run_verifier_name",
+__all__ = ["data_fingerprint", "held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name",
            "verifier_options"]
 
 
@@ -21,29 +21,36 @@ def prompt_keys(cfg: TrainConfig) -> dict[str, Any]:
                 system_prompt=cfg.system_prompt)
 
 
-def held_out_prompts(cfg: TrainConfig, task: Any = None) -> list[Prompt]:
+def run_task(cfg: TrainConfig) -> Any:
+    """The run's built-in task with its options, built (``None`` for a run on a prompt file); build it once and pass
+    it to the functions below."""
+    if cfg.data is not None:
+        return None
+    from reinforce_ada.data import get_task
+
+    return get_task(cfg.task, **cfg.task_options())
+
+
+def held_out_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     """The prompts the run reports held-out accuracy on: ``eval_data`` (at most ``eval_prompts``), else for a
-    built-in task ``eval_prompts`` prompts of its test split drawn with ``seed + 1``, else none. ``task``: the
-    config's task when already built. (``reinforce-ada eval RUN`` uses the same prompts.)"""
-    from reinforce_ada.data import get_task, load_prompts
+    built-in task (``task``, :func:`run_task`'s) ``eval_prompts`` prompts of its test split drawn with ``seed + 1``,
+    else none. (``reinforce-ada eval RUN`` uses the same prompts.)"""
+    from reinforce_ada.data import load_prompts
 
     if cfg.eval_data:
         return load_prompts(cfg.eval_data, **prompt_keys(cfg), limit=cfg.eval_prompts or None)
     if cfg.data is not None or not cfg.eval_prompts:
         return []
-    task = task if task is not None else get_task(cfg.task, **cfg.task_options())
     return task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test")
 
 
-def run_verifier_name(cfg: TrainConfig, task: Any = None) -> str:
+def run_verifier_name(cfg: TrainConfig, task: Any) -> str:
     """The run's reward function by name: ``cfg.verifier``, else the task's own (``math`` for prompt files)."""
     if cfg.verifier is not None:
         return cfg.verifier
     if cfg.data is not None:
         return "math"
-    from reinforce_ada.data import get_task
-
-    return (task if task is not None else get_task(cfg.task, **cfg.task_options())).verifier_name
+    return task.verifier_name
 
 
 def verifier_options(name: str, config: Any) -> dict[str, Any]:
@@ -57,7 +64,7 @@ def verifier_options(name: str, config: Any) -> dict[str, Any]:
     return {}
 
 
-def run_verifier(cfg: TrainConfig, task: Any = None) -> Any:
+def run_verifier(cfg: TrainConfig, task: Any) -> Any:
     """The run's reward function (:func:`run_verifier_name`) with the run's options (timeout, answer keyword)."""
     from reinforce_ada.verifiers import get_verifier
 

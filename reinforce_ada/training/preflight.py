@@ -31,9 +31,11 @@ BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
 
 def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True,
-                       generator: bool = True) -> None:
+                       generator: bool = True) -> Any:
     """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``/``generator``: False for pieces
-    the caller passes in already built."""
+    the caller passes in already built. Returns the built-in task, built once here when the data or the tiny model's
+    warm start needs it (else ``None``), for the trainer to pass on."""
+    task = None
     if model:
         check_model(config.model)
     if data:
@@ -43,14 +45,14 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
                 check_data_source(name, source)
     if model and config.model == "tiny" and config.data is not None:
         raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
-    if data:
-        if config.data is None:
-            check_task(config.task)
-            _build_task(config)
+    if config.data is None and (data or (model and config.model == "tiny")):
+        check_task(config.task)
+        task = build_task(config)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier)
     if generator and config.generator == "vllm":
         check_vllm_installed()
+    return task
 
 
 def check_vllm_installed() -> None:
@@ -149,12 +151,12 @@ def check_task(task: str | None) -> None:
     raise ConfigError(f"task {task!r} is not one of {TASKS.names()} or 'reasoning-gym:<dataset>'")
 
 
-def _build_task(config: Any) -> None:
-    """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
+def build_task(config: Any) -> Any:
+    """The config's built-in task with its options (cheap); a bad option (``task_digits=12``) is named now."""
     from reinforce_ada.data.tasks import get_task
 
     try:
-        get_task(config.task, **config.task_options())
+        return get_task(config.task, **config.task_options())
     except (ValueError, TypeError) as err:
         if isinstance(err, ConfigError):
             raise

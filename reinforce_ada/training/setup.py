@@ -1,7 +1,8 @@
 """Building the trainer's pieces from a :class:`~reinforce_ada.config.TrainConfig`: the device, the seeds, the data
 and verifier, the model (warm-started tiny model or a pretrained one, optionally with LoRA adapters), the frozen
-reference model for the KL term and the generation backend (the sampler comes from
-:func:`reinforce_ada.sampling.factory.build_sampler`).
+reference model for the KL term, the optimizer and its schedule, and the generation backend (the sampler comes from
+:func:`reinforce_ada.sampling.factory.build_sampler`). The built-in task is built once, by the preflight checks
+(:func:`reinforce_ada.training.preflight.check_train_inputs`), and passed to what needs it.
 
 Each function reads only the config fields it names; the :class:`~reinforce_ada.training.loop.Trainer` calls them in
 a fixed order (the order matters: seeding comes before anything that draws random numbers).
@@ -45,27 +46,25 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
-    """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
-    built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
-    from reinforce_ada.data import get_task, load_prompts
+def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], Any]:
+    """``(train prompts, held-out prompts, verifier)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
+    built-in ``task`` (the config's, built; ``None`` for prompt files)."""
+    from reinforce_ada.data import load_prompts
     from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
 
-    task = None
     if cfg.data is not None:
         train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
-        task = get_task(cfg.task, **cfg.task_options())
         train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
-    return train, held_out_prompts(cfg, task), run_verifier(cfg, task), task
+    return train, held_out_prompts(cfg, task), run_verifier(cfg, task)
 
 
 def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
                held_out: Sequence[Prompt] = ()) -> tuple[Any, Any, dict[str, Any]]:
-    """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in task (``task`` when
-    :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``). Every training and
-    held-out prompt is checked against the model's tokenizer and context first (:func:`check_prompts_before_weights`),
-    so a prompt that encodes to zero tokens or does not fit is named before a warm start or a weights file loads."""
+    """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in ``task`` (the config's,
+    built), or ``cfg.model`` loaded pretrained (no warm start: ``{}``). Every training and held-out prompt is checked
+    against the model's tokenizer and context first (:func:`check_prompts_before_weights`), so a prompt that encodes
+    to zero tokens or does not fit is named before a warm start or a weights file loads."""
     check_prompts_before_weights(cfg, [*train_prompts], [*held_out])
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
@@ -76,10 +75,6 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
         settings = WarmStartSettings.from_config(cfg)
         # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
         # different from the prompts the RL run reports on.
-        if task is None:
-            from reinforce_ada.data import get_task
-
-            task = get_task(cfg.task, **cfg.task_options())
         sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
         # The warm start checks accuracy with the task's own verifier (its cache is keyed by the task).
         from reinforce_ada.verifiers import get_verifier
@@ -138,19 +133,41 @@ def reference_model(cfg: TrainConfig, model: Any) -> Any:
     return ref
 
 
+def make_optimizer(cfg: TrainConfig, model: Any) -> tuple[Any, Any]:
+    """AdamW over the trainable parameters and its schedule: linear warm-up over ``warmup_steps``, then constant."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    warmup = cfg.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    return optimizer, scheduler
+
+
 def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
+    """The generation backend ``cfg.generator`` names, from the registry (:func:`reinforce_ada.generation.get_generator`):
+    ``hf`` samples the live model; ``vllm`` is an offline engine (``vllm-async``, vLLM's AsyncLLM, in streaming mode:
+    requests scored as they finish, aborted when not needed)."""
     from reinforce_ada.generation import get_generator
 
     options: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
-        options["max_batch_size"] = cfg.generation_batch_size
-    elif cfg.sampler.mode == "streaming":  # vLLM's AsyncLLM: requests scored as they finish, aborted when not needed
-        from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+        return get_generator("hf", model, tokenizer, max_batch_size=cfg.generation_batch_size, **options)
+    options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype)
+    if cfg.sampler.mode == "streaming":
+        return get_generator("vllm-async", model, tokenizer, **options)
+    # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns; sleep
+    # mode frees the engine's GPU memory while the policy trains (if it can)
+    return get_generator("vllm", model, tokenizer, enable_sleep_mode=True, **options)
 
-        return VLLMAsyncEngine.for_model(model, tokenizer, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                                         dtype=cfg.dtype, **options)
-    else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns
-        options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype,
-                       enable_sleep_mode=True)  # free the engine's GPU memory while the policy trains (if it can)
-    return get_generator(cfg.generator, model, tokenizer, **options)
+
+def trainer_generator(generator: Any) -> Any:
+    """A generator given to the trainer, checked: it must offer what the loop calls every step (``generate``,
+    ``load_weights``, ``sleep``, ``close``), i.e. be a :class:`~reinforce_ada.generation.base.GeneratorBase`."""
+    from reinforce_ada.generation.base import GeneratorBase
+
+    if not isinstance(generator, GeneratorBase):
+        raise TypeError(f"the trainer's generator must subclass reinforce_ada.generation.base.GeneratorBase (which "
+                        f"gives no-op load_weights, sleep and close); got {type(generator).__name__}")
+    return generator

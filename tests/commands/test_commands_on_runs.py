@@ -1,4 +1,4 @@
-"""Commands that compose (issue 21): every command that takes a model finds it in a run, a checkpoint or a model
+"""Commands that compose: every command that takes a model finds it in a run, a checkpoint or a model
 folder and takes the run's own settings; every wrong turn is one line (exit 2) before anything expensive; files land
 where the user expects; ``--help`` is plain text listing the registries.
 
@@ -353,7 +353,7 @@ def test_select_prompts_retries_only_what_the_one_rule_calls_transient():
     broken = Generator(ValueError("prompt too long for the model"))
     with pytest.raises(FatalGenerationError, match="not retried"):
         estimate_pass_rates(prompts, broken, verifier, k=2)
-    assert broken.num_calls == 1  # the issue's three 32-s retries of a configuration error
+    assert broken.num_calls == 1  # never retried: a configuration error comes out the same every time
 
 
 @pytest.mark.parametrize("settings", [{"strategy": name} for name in STRATEGIES] + [

@@ -38,7 +38,7 @@ def eager_engines(monkeypatch):
         built.append(VLLMGenerator(*args, **kwargs, engine_kwargs={"enforce_eager": True}))
         return built[-1]
 
-    monkeypatch.setitem(generation._GENERATORS, "vllm", make)
+    monkeypatch.setitem(generation.GENERATORS._fns, "vllm", make)
     return built
 
 

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.generation.async_hf import AsyncGeneratorEngine, AsyncHFEngine
+from reinforce_ada.generation.async_hf import AsyncHFEngine
+from reinforce_ada.sampling.sync_engine import AsyncGeneratorEngine
 from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model

@@ -2,7 +2,7 @@
 
 No test here depends on how fast the machine is: a request the server holds ("hold") times out when the server has
 counted it as held (:class:`EventClockEngine`, an event), never by a short wall-clock timeout that a loaded machine
-can exceed for an ordinary answer too (issue 21, item 10).
+can exceed for an ordinary answer too.
 """
 
 import asyncio

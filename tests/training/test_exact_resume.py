@@ -1,4 +1,4 @@
-"""Exact resume (issue 20, defect 1 and "exact resume for every setting"): a run stopped at a checkpoint and resumed
+"""Exact resume for every setting: a run stopped at a checkpoint and resumed
 ends with the same weights, optimizer and metrics, bit for bit, as the same run left uninterrupted -- with every
 option that holds state: the KL term's reference model, the warm-up schedule, several PPO epochs, the cross-step
 memory, streaming mode and budget mode. Tiny model, four steps: a few seconds each."""
@@ -76,7 +76,7 @@ def test_a_run_killed_at_a_checkpoint_and_resumed_equals_the_uninterrupted_run(t
                    "the final evaluation kept; bit-identical to the longer uninterrupted run")
 @pytest.mark.parametrize("eval_steps", [2, 3])
 def test_extending_a_finished_run_equals_the_longer_uninterrupted_run(tmp_path, eval_steps):
-    """Issue 21 item 7: a finished 2-step run extended to 4 steps keeps its final evaluation and ends as an
+    """A finished 2-step run extended to 4 steps keeps its final evaluation and ends as an
     uninterrupted 4-step run, whether step 2 is an evaluation step of the longer run (eval_steps=2) or not (3)."""
     settings = dict(kl_coef=0.05, save_steps=2, eval_steps=eval_steps)
     whole = Trainer(small_config(tmp_path / "whole", max_steps=4, **settings), **parts())

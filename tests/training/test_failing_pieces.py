@@ -112,7 +112,7 @@ def test_empty_completions_are_left_out_and_the_rest_trained():
                   exited=True)
     batch = SampledBatch(groups=[group], pools={}, rounds=[], advantages=np.array([0.5, -0.5]))
     seqs = sequences(batch, 0, lambda p: [1, 2])
-    assert seqs["input_ids"].tolist() == [[1, 2, 5]] and seqs["advantages"].tolist() == [0.5]
+    assert seqs.input_ids.tolist() == [[1, 2, 5]] and seqs.advantages.tolist() == [0.5]
 
 
 # -- the reward function ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Trust under faults, the resume side (issue 20 defects 2, 3 and 5, and the damaged checkpoints it lists): a kill
+"""Trust under faults, the resume side (kills while saving, two writers, damaged checkpoints, changed data): a kill
 while a checkpoint is replaced loses nothing, a run folder has one writer, a damaged or foreign checkpoint file is
 refused by name, and a resume on changed data is refused before anything in the folder is rewritten. Each test names
 its fault class in its docstring (for the fault table)."""
@@ -31,7 +31,7 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-# -- kill while a checkpoint is replaced (defect 2) ---------------------------------------------------------------
+# -- kill while a checkpoint is replaced -------------------------------------------------------------------------
 @pytest.mark.fault("kill -9 while a checkpoint is being replaced",
                    "the old checkpoint renamed aside is put back; --resume continues from it")
 def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable(tmp_path, monkeypatch):
@@ -59,13 +59,13 @@ def test_a_kill_between_the_renames_of_a_replaced_checkpoint_leaves_it_resumable
     assert calls[0][0] == "checkpoint-2" and calls[0][1].startswith(".old-checkpoint-2-")
     assert not (out / "checkpoint-2").exists()  # what a kill in that window leaves
     resumed = Trainer(small_config(out, max_steps=3, resume=True), **parts())
-    assert resumed.resume_from == out / "checkpoint-2" and resumed.step == 2
+    assert resumed.start.checkpoint == out / "checkpoint-2" and resumed.step == 2
     resumed.train()
     assert (out / "checkpoint-3").is_dir() and not list(out.glob(".old-checkpoint-*"))
     assert not list(out.glob(".tmp-checkpoint-*"))
 
 
-# -- one writer per run folder (defect 3) -------------------------------------------------------------------------
+# -- one writer per run folder -----------------------------------------------------------------------------------
 @pytest.mark.fault("a second run on a run folder in use (same process)",
                    "refused: the folder is locked, the holder's PID named")
 def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_holder(tmp_path):
@@ -175,7 +175,7 @@ def test_a_tampered_stream_position_is_refused_by_name(finished):
         Trainer(small_config(finished, max_steps=4, resume=True), **parts())
 
 
-# -- the data a run trained on (defect 5) -------------------------------------------------------------------------
+# -- the data a run trained on -----------------------------------------------------------------------------------
 @pytest.mark.fault("--resume after the data file was replaced or shrank",
                    "exit 2 naming the row counts, before anything in the folder is rewritten")
 @pytest.mark.parametrize("change", ["replaced", "shrunk"])

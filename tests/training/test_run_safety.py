@@ -1,5 +1,5 @@
 """A run that cannot learn stops early naming the cause; nothing a user made is overwritten or mixed; every number
-written is true (issue 12, trainer side). Each test asserts the exact outcome: the exception or exit code, the
+written is true (the trainer's side). Each test asserts the exact outcome: the exception or exit code, the
 message naming the field / file / row / function, and the files left untouched byte for byte."""
 
 import json
@@ -64,7 +64,7 @@ def test_a_reward_function_that_always_raises_stops_the_first_step_naming_it(tmp
     assert history[1]["step"] == 0 and history[1]["reason"] == message
 
 
-def _dict_rewards(prompts, completions):  # issue 20 defect 6: was read as its keys 0..n-1
+def _dict_rewards(prompts, completions):  # must never be read as its keys 0..n-1
     return {i: 1.0 for i in range(len(completions))}
 
 
@@ -457,20 +457,17 @@ def test_a_huge_reward_stops_before_the_update_and_saves_nothing(tmp_path):
 
 
 def test_non_finite_loss_or_gradient_never_reaches_the_optimizer(tmp_path, monkeypatch):
-    import reinforce_ada.core.losses as losses
-
-    real = losses.ppo_clip_loss
-    monkeypatch.setattr(losses, "ppo_clip_loss", lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1]))
     trainer = Trainer(small_config(tmp_path / "run"), **setup(evaluate=False))
+    real = trainer.update.policy_loss
+    trainer.update.policy_loss = lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1])
     steps = []
-    monkeypatch.setattr(trainer.optimizer, "step", lambda *a, **k: steps.append(1))
+    monkeypatch.setattr(trainer.update.optimizer, "step", lambda *a, **k: steps.append(1))
     with pytest.raises(RunStopped, match=r"^step 1: non-finite values in the loss"):
         trainer.train()
     assert steps == []
-    monkeypatch.setattr(losses, "ppo_clip_loss", real)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: torch.tensor(float("inf")))
     trainer = Trainer(small_config(tmp_path / "run2"), **setup(evaluate=False))
-    monkeypatch.setattr(trainer.optimizer, "step", lambda *a, **k: steps.append(1))
+    monkeypatch.setattr(trainer.update.optimizer, "step", lambda *a, **k: steps.append(1))
     with pytest.raises(RunStopped, match=r"^step 1: non-finite values in the gradient norm"):
         trainer.train()
     assert steps == []

@@ -61,12 +61,13 @@ def test_resumed_run_reproduces_the_uninterrupted_next_step(tmp_path, tiny_setup
 
 
 @pytest.mark.parametrize("field, value", [("batch_size", 0), ("clip_ratio_c", 1.0), ("strategy", "ppo"),
-                                          ("group_size", 64), ("top_p", 1.5), ("loss_agg_mode", "mean")])
+                                          ("sampler", {"group_size": 64}), ("top_p", 1.5), ("loss_agg_mode", "mean"),
+                                          ("policy_loss", "ppo")])
 def test_bad_config_fails_before_anything_loads(field, value, monkeypatch):
     import reinforce_ada.training as trainer_module
 
     monkeypatch.setattr(trainer_module.Trainer, "__init__", lambda *a, **k: pytest.fail("trainer was built"))
-    with pytest.raises(ConfigError, match=field):
+    with pytest.raises(ConfigError, match=field if field != "sampler" else "group_size"):
         TrainConfig(**{field: value})
 
 
@@ -144,7 +145,7 @@ def test_streaming_sampler_with_memory_trains_and_checkpoints_its_memory(tmp_pat
 def test_streaming_options_are_checked_up_front():
     with pytest.raises(ConfigError, match="mode='async' is not one of"):
         TrainConfig(sampler={"mode": "async"})
-    with pytest.raises(ConfigError, match="sampler.mode"):  # the old spelling names the new one
+    with pytest.raises(ConfigError, match="config field `sampler`: expected a mapping of SamplerConfig fields"):
         TrainConfig(sampler="streaming")
     with pytest.raises(ConfigError, match="streaming"):
         TrainConfig(sampler={"mode": "streaming"}, strategy="grpo")
@@ -193,7 +194,7 @@ def test_the_strategy_table_fills_in_the_sampler_and_refuses_contradictions():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
 def test_asking_for_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
-    monkeypatch.setattr(Trainer, "_load_data", lambda self: pytest.fail("data was loaded"))
+    monkeypatch.setattr("reinforce_ada.training.loop.load_data", lambda *a: pytest.fail("data was loaded"))
     with pytest.raises(RuntimeError, match="CUDA"):
         Trainer(small_config(tmp_path, device="cuda"))
 
