@@ -1,4 +1,4 @@
-"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts.
+"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts, compare.
 
 Errors: an option no subcommand has is refused (no prefix matching: ``--learning-rat`` is not ``--learning-rate``).
 A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
@@ -10,8 +10,8 @@ A usage error (an unknown option, a value of the wrong type) is one line naming 
 close spelling when there is one; the full usage only with ``--help``.
 
 Every subcommand is one row of :data:`SUBCOMMANDS`, here and nowhere else: its name, help texts, and the
-``add_arguments(parser)`` and ``run(args)`` functions (train, eval, simulate and plot in :mod:`reinforce_ada.commands`;
-select-prompts and simulate-multistep beside their research tools).
+``add_arguments(parser)`` and ``run(args)`` functions (train, eval, simulate, plot and compare in
+:mod:`reinforce_ada.commands`; select-prompts and simulate-multistep beside their research tools).
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                "reinforce_ada.research.simulate_multistep:run",
                description="Run round-based and streaming samplers for several epochs on prompts whose pass rates "
                            "drift (logistic learning model), with a generation-latency model."),
+    Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
+               "reinforce_ada.commands.compare:add_arguments", "reinforce_ada.commands.compare:run",
+               doc_description=True),
 )
 
 
@@ -170,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
-        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); a training run continues from "
-              "its newest checkpoint with --resume", file=sys.stderr)
+        hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
+                "a training run continues from its newest checkpoint with --resume")
+        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
         return 130
 
 

@@ -14,7 +14,7 @@ def test_the_table_is_what_the_parser_offers():
     (subparsers,) = [a for a in parser._actions if a.dest == "command"]
     assert list(subparsers.choices) == [c.name for c in cli.SUBCOMMANDS]
     assert [c.name for c in cli.SUBCOMMANDS] == ["train", "simulate", "plot", "eval", "select-prompts",
-                                                 "simulate-multistep"]
+                                                 "simulate-multistep", "compare"]
     for command in cli.SUBCOMMANDS:
         args = subparsers.choices[command.name].parse_args(_minimal_argv(command.name))
         assert args.func is cli._resolve(command.run)
@@ -22,7 +22,8 @@ def test_the_table_is_what_the_parser_offers():
 
 def _minimal_argv(name):
     return {"plot": ["run"], "eval": ["--model", "m", "--data", "d"],
-            "select-prompts": ["--data", "d", "--tiny", "--out", "o"]}.get(name, [])
+            "select-prompts": ["--data", "d", "--tiny", "--out", "o"],
+            "compare": ["--strategies", "grpo", "ada-balanced", "--lrs", "1e-3"]}.get(name, [])
 
 
 def test_no_other_module_registers_a_subcommand():

@@ -194,6 +194,7 @@ def test_config_file_missing_or_not_utf8(tmp_path, capsys, no_trainer):
     (["simulate-multistep", "--prom", "10"], "--prom"),
     (["select-prompts", "--dat", "x", "--tiny", "--out", "o"], "--dat"),
     (["plot", "run", "--ou", "x"], "--ou"),
+    (["compare", "--strategie", "grpo", "--lrs", "1e-3"], "--strategie"),
     (["--verb", "simulate"], "--verb"),
 ])
 def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
@@ -224,7 +225,7 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
      "reinforce-ada eval: error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
     (["trian"],
      "reinforce-ada: error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
-     "select-prompts, simulate-multistep); did you mean 'train'? (see reinforce-ada --help)"),
+     "select-prompts, simulate-multistep, compare); did you mean 'train'? (see reinforce-ada --help)"),
 ])
 def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(capsys, no_trainer, argv, line):
     with pytest.raises(SystemExit) as exit_info:

@@ -15,6 +15,7 @@ from reinforce_ada.config.loading import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
     add_config_arguments,
+    config_settings,
     flat_aliases,
     load_config,
     read_config_file,
@@ -28,5 +29,5 @@ from reinforce_ada.errors import ConfigError
 __all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS",
            "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig",
            "TrainConfig",
-           "add_config_arguments", "check_field_types", "field_docs", "flat_aliases", "load_config", "model_kind",
+           "add_config_arguments", "check_field_types", "config_settings", "field_docs", "flat_aliases", "load_config", "model_kind",
            "read_config_file", "strategy_sampler_values"]

@@ -14,8 +14,8 @@ from typing import Any
 from reinforce_ada.config.checks import _field_types, check_field_types, field_docs, unknown_fields
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "flat_aliases", "load_config",
-           "read_config_file"]
+__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "config_settings", "flat_aliases",
+           "load_config", "read_config_file"]
 
 
 TRUE_SPELLINGS = ("true", "yes", "on", "1")
@@ -186,6 +186,15 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
+
+
+def config_settings(cls: type, values: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """``values`` (nested sections, dotted names or flat aliases) as ``{dotted name: value}``, each checked as
+    :func:`load_config` checks it (known field, one spelling, the field's type), without building ``cls``: what a
+    caller that combines several sources of settings compares and merges (``reinforce-ada compare``)."""
+    nested = _nest(cls, _flatten(cls, dict(values)), source)
+    _check_types(cls, nested, source)
+    return _flatten(cls, nested)
 
 
 def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:

@@ -114,6 +114,10 @@ class TrainConfig:
     for ``data``)."""
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
+    task_train_prompts: int = 0
+    """Built-in task only: train on this many of its prompts (drawn with ``seed``), cycled epoch by epoch, so each one
+    recurs every ``task_train_prompts / batch_size`` steps as in multi-epoch RL on a finite dataset. 0: a pool of
+    max(4096, 4 x batch_size) prompts (the demo's 100 steps of 32 never see one twice)."""
     verifier_answer_kwarg: str | None = None
     """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
     dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
@@ -253,7 +257,7 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer (got {value!r})")
         for name in ("save_steps", "eval_steps", "warmup_steps", "mini_batch_size", "eval_prompts", "sft_max_steps",
-                     "num_threads"):
+                     "num_threads", "task_train_prompts"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer (got {value!r})")
@@ -297,6 +301,10 @@ class TrainConfig:
 
         _check_choice("policy_loss", self.policy_loss, POLICY_LOSSES.names())
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
+        if self.task_train_prompts and (self.data is not None or self.task_train_prompts < self.batch_size):
+            raise ConfigError(f"task_train_prompts={self.task_train_prompts} " + (
+                "is for a built-in task; with data, the file is the training set" if self.data is not None else
+                f"is below batch_size={self.batch_size}: a step needs that many distinct prompts"))
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
         if self.template is not None and "{prompt}" not in self.template:

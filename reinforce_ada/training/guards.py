@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any, Callable, Sequence
 
 from reinforce_ada.config import ConfigError
@@ -51,8 +52,11 @@ class WatchedVerifier:
         self.name = name
         self.first_error: str | None = None
         self._window_stats: dict[str, int] = {}
+        self.seconds = 0.0  # wall time spent inside the verifier, all calls
+        self._window_seconds = 0.0
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
+        started = time.perf_counter()
         try:
             try:
                 answer = self.verifier(prompts, completions)
@@ -71,6 +75,8 @@ class WatchedVerifier:
 
                 self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
             raise
+        finally:
+            self.seconds += time.perf_counter() - started
         if self.first_error is None:  # a dict, a string, NaN, ... : scored as failures; remember why
             from reinforce_ada.sampling.scoring import reward_problem
 
@@ -85,12 +91,17 @@ class WatchedVerifier:
         """A new step or evaluation: forget the last one's first error (and let a timed verifier try again)."""
         self.first_error = None
         self._window_stats = self.stats
+        self._window_seconds = self.seconds
         if callable(getattr(self.verifier, "reset", None)):
             self.verifier.reset()
 
     def window_count(self, key: str) -> int:
         """How much the verifier's counter ``key`` grew since :meth:`start_window`."""
         return self.stats.get(key, 0) - self._window_stats.get(key, 0)
+
+    def window_seconds(self) -> float:
+        """Wall time spent inside the verifier since :meth:`start_window`."""
+        return self.seconds - self._window_seconds
 
     def window_zero_scored(self) -> int:
         """Completions scored 0 although the verifier could not check them (``math``'s timeouts and failures, a

@@ -239,6 +239,7 @@ class Trainer:
         started = time.perf_counter()
         self.verifier.start_window()
         self.generator.load_weights(self.model)  # the engine samples from the weights just trained
+        weights_pushed = time.perf_counter()
         # ada-budget with budget_overdraw: more candidates than the budget trains on; the skipped ones are consumed
         # from this epoch's order like the others and come back in the next epoch. DAPO draws as it goes.
         batch = self.sampler.sample(self.sampler.draw(self.stream, cfg.prompts_per_step))
@@ -246,6 +247,7 @@ class Trainer:
         check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
         self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
+        slept = time.perf_counter()
         seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids,
                          f"step {self.step + 1}: the generator ({type(self.generator).__name__})")
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
@@ -263,6 +265,7 @@ class Trainer:
         self.totals["tokens"] += generated_tokens
         elapsed = time.perf_counter() - started
         self.totals["wall_seconds"] += elapsed
+        scoring = self.verifier.window_seconds()
         metrics: dict[str, Any] = {"step": self.step}
         metrics.update({f"sampling/{k}": v for k, v in batch.metrics.items()})
         # the update's metrics are train/*, except those named with their own room (mismatch/*)
@@ -274,6 +277,11 @@ class Trainer:
             "train/num_sequences": seqs.num_sequences,
             "time/sampling_seconds": sampled - started,
             "time/step_seconds": elapsed,
+            # where the step's time went; the four add up to time/step_seconds
+            "time/generation_seconds": sampled - weights_pushed - scoring,  # + the sampler's own bookkeeping
+            "time/scoring_seconds": scoring,  # inside the verifier
+            "time/update_seconds": started + elapsed - slept,  # sequences, old log-probs, PPO-clip update
+            "time/sync_seconds": (weights_pushed - started) + (slept - sampled),  # weight push and engine sleep
         })
         if batch.generation_error:
             metrics["sampling/generation_error"] = batch.generation_error

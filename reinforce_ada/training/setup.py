@@ -55,7 +55,7 @@ def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], 
     if cfg.data is not None:
         train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
-        train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+        train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
     return train, held_out_prompts(cfg, task), run_verifier(cfg, task)
 
 

@@ -36,12 +36,13 @@ def test_bad_input_is_a_one_line_error(argv, message, capsys):
     assert message in err[-1] and err[-1].startswith("usage: ") is False
 
 
-def test_an_out_folder_with_runs_is_refused_before_training(tmp_path, capsys):
+def test_an_out_folder_that_is_not_a_comparison_is_refused_before_training(tmp_path, capsys):
+    """Each task's runs are a reinforce-ada compare folder, OUT/TASK: a rerun continues it, anything else is refused."""
     bench = load_benchmark()
-    (tmp_path / "old-run").mkdir()
+    (tmp_path / "arithmetic" / "old-run").mkdir(parents=True)
     with pytest.raises(SystemExit):
         bench.parse_args(["--out", str(tmp_path)])
-    assert "already holds runs" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds files but no compare.json" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def test_statistics_by_hand():
@@ -258,3 +259,31 @@ def test_the_documented_mixed_ten_seed_figures_come_from_the_committed_json():
            ["rows"] if r["strategy"] == "grpo"}
     ours = {(r["lr"], r["seed"]): r["history"] for r in rows if r["strategy"] == "grpo" and r["seed"] < 5}
     assert len(ours) == 10 and all(bed[key] == history for key, history in ours.items())
+
+
+@pytest.mark.parametrize("compare_file, learning_file, expected", [
+    ("compare_seeds10_arithmetic.json", "learning_results_seeds10.json",
+     {"ada-balanced": ((0.024, 0.022), (-0.009, 0.024), (0.007, 0.035), 3.48, 1.60),
+      "stream-mixed": ((0.024, 0.019), (-0.000, 0.025), (-0.017, 0.024), 1.95, 6.08)}),
+    ("compare_seeds10_arithmetic_mixed.json", "learning_results_seeds10_mixed.json",
+     {"ada-balanced": ((0.017, 0.010), (0.003, 0.010), (0.016, 0.010), 5.74, 2.39),
+      "stream-mixed": ((0.013, 0.012), (0.009, 0.011), (0.015, 0.012), 4.10, 5.75)}),
+])
+def test_the_ten_seed_tables_from_compare_reproduce_the_learning_runs(compare_file, learning_file, expected):
+    """docs/benchmarks.md's ten-seed tables come from reinforce-ada compare (benchmarks/results/compare_*.json): its
+    60 runs are the learning.py runs of learning_results_seeds10*.json, evaluation for evaluation (steps, generated
+    tokens, held-out accuracy), and the documented paired figures at equal steps, tokens and seconds are its JSON's."""
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    report = json.loads((results / compare_file).read_text())
+    learning = {(r["strategy"], r["lr"], r["seed"]): r["history"]
+                for r in json.loads((results / learning_file).read_text())["rows"]}
+    ours = {(r["strategy"], r["lr"], r["seed"]): [[step, tokens, accuracy] for step, tokens, _, accuracy in r["history"]]
+            for r in report["runs"]}
+    assert len(ours) == 60 and ours == learning
+    assert report["baseline"] == "grpo" and report["best_lr_rule"] == "tokens" and report["seeds"] == list(range(10))
+    for strategy, (steps, tokens, seconds, tokens_x, seconds_x) in expected.items():
+        entry = report["strategies"][strategy]
+        assert entry["best_lr"] == 5e-4 and entry["best_lr_at_edge"] == "lowest"
+        for key, documented in (("at_steps", steps), ("at_tokens", tokens), ("at_seconds", seconds)):
+            assert tuple(round(x, 3) for x in entry["paired_mean_ci95"][key]) == documented, (strategy, key)
+        assert (round(entry["tokens_ratio"], 2), round(entry["seconds_ratio"], 2)) == (tokens_x, seconds_x), strategy

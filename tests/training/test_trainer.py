@@ -218,6 +218,27 @@ def test_verifier_counters_reach_the_metrics(tmp_path, tiny_setup):
     assert step["verifier/timeouts"] >= 1 and step["verifier/completions"] >= step["sampling/total_samples"]
 
 
+def test_step_time_is_split_into_generation_scoring_update_and_sync(tmp_path, tiny_setup):
+    """The four parts of a step's time add up to time/step_seconds; the verifier's own time is the scoring part."""
+    import time
+
+    def slow_verifier(prompts, completions):
+        time.sleep(0.02)
+        slow_verifier.calls += 1
+        return digit_verifier(prompts, completions)
+
+    slow_verifier.calls = 0
+    tiny_setup["verifier"] = slow_verifier
+    Trainer(small_config(tmp_path, max_steps=2, eval_steps=0), **tiny_setup).train()
+    steps = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train/loss"' in x]
+    parts = ("generation", "scoring", "update", "sync")
+    for step in steps:
+        assert all(step[f"time/{part}_seconds"] >= 0 for part in parts), step
+        assert sum(step[f"time/{part}_seconds"] for part in parts) == pytest.approx(step["time/step_seconds"])
+        assert step["time/scoring_seconds"] >= 0.02  # at least one verifier call per step, each sleeping 0.02 s
+        assert step["time/sync_seconds"] < step["time/step_seconds"]  # the HF generator samples the live model
+
+
 def test_the_training_package_exports_load_on_first_use():
     """``reinforce_ada.training``'s names are its modules' objects, and importing a safety-check module leaves the
     trainer unloaded (the names resolve lazily)."""
