@@ -11,7 +11,7 @@ from typing import Any
 from reinforce_ada.config import TrainConfig
 from reinforce_ada.types import Prompt
 
-__all__ = ["data_fingerprint", "held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name",
+__all__ = ["held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name",
            "verifier_options"]
 
 
@@ -70,16 +70,3 @@ def run_verifier(cfg: TrainConfig, task: Any) -> Any:
 
     name = run_verifier_name(cfg, task)
     return get_verifier(name, **verifier_options(name, cfg))
-
-
-def data_fingerprint(prompts: list[Prompt]) -> dict[str, Any]:
-    """What a run trained on, in a checkpoint: the row count and a SHA-256 of every prompt's id, text and answer
-    (in order), so a resume on changed data is caught whatever file or task it came from."""
-    import hashlib
-    import json
-
-    digest = hashlib.sha256()
-    for p in prompts:
-        digest.update(json.dumps([p.prompt_id, p.prompt, p.answer], sort_keys=True, default=str).encode())
-        digest.update(b"\n")
-    return {"rows": len(prompts), "sha256": digest.hexdigest()}

@@ -11,8 +11,8 @@ A run starts
   more steps has :attr:`StartState.nothing_to_do`.
 
 :func:`decide_start` makes the decision before anything loads (the folder checks of :mod:`.folder`); the trainer then
-hands the state its pieces as it builds them -- :meth:`StartState.check_data` (the training data's fingerprint),
-:meth:`StartState.load_weights` (after the KL reference copied the start model), :meth:`StartState.restore` (once the
+hands the state its pieces as it builds them -- :meth:`StartState.check_inputs` (every input's fingerprint:
+:mod:`.inputs`), :meth:`StartState.load_weights` (after the KL reference copied the start model), :meth:`StartState.restore` (once the
 optimizer and sampler exist) -- and :meth:`StartState.open_folder` when training begins. On a fresh start each of
 these does what a fresh start needs, usually nothing.
 """
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reinforce_ada.errors import RunFolderError
 from reinforce_ada.runs.folder import check_run_folder, prepare_run_folder
 from reinforce_ada.runs.intact import read_trainer_state, recover_checkpoints, unusable
 from reinforce_ada.runs.metrics_file import truncate_metrics
@@ -63,27 +62,25 @@ class StartState:
     data_changed: bool = False
     """Forced onto other training data (``force_resume_changes``): the stream starts a new epoch's order."""
 
-    # -- before the model loads -----------------------------------------------------------------------------------
-    def check_data(self, config: Any, fingerprint: dict[str, Any]) -> None:
-        """Refuse training data other than the checkpoint's (its row count and SHA-256), unless
-        ``force_resume_changes``, which records the change. Checked before anything in the folder is rewritten; a
-        checkpoint from before fingerprints is not checked."""
+    # -- before the model loads, and once it has -----------------------------------------------------------------
+    def check_inputs(self, config: Any, fingerprints: dict[str, dict[str, Any]]) -> None:
+        """Compare the run's inputs (``fingerprints``: :mod:`~reinforce_ada.runs.inputs`' names -> fingerprints)
+        with those the checkpoint recorded: a changed one is refused unless ``force_resume_changes`` (a changed
+        start model with ``kl_coef`` always), a changed reward module only warned about; what is accepted is recorded
+        as a change. Called before anything in the folder is rewritten (the training data, the held-out prompts and
+        the files before the model loads, the start model's weights once it has, before the checkpoint's replace
+        them); a checkpoint that recorded no fingerprint of an input does not have it checked."""
         if self.checkpoint is None:
             return
-        saved = read_trainer_state(self.checkpoint).get("data")
-        if saved is None or saved == fingerprint:
-            return
-        source = config.data or f"task {config.task}"
-        change = (f"the training data ({source}) is not what {self.checkpoint} was trained on: {saved['rows']} rows "
-                  f"with SHA-256 {saved['sha256'][:12]}... then, {fingerprint['rows']} rows with SHA-256 "
-                  f"{fingerprint['sha256'][:12]}... now")
-        if not config.force_resume_changes:
-            raise RunFolderError(f"--resume: {change}; put the original data back, pass --force-resume-changes to "
-                                 f"continue on the new data (recorded in config_history.jsonl), or use another "
-                                 f"--output-dir")
-        logger.warning("--force-resume-changes: %s", change)
-        self.changes = {**self.changes, "data": (saved, fingerprint)}
-        self.data_changed = True
+        from reinforce_ada.runs.inputs import check_inputs
+
+        state = read_trainer_state(self.checkpoint)
+        saved = {"data": state.get("data"), **(state.get("inputs") or {})}
+        changes, warnings = check_inputs(self.checkpoint, saved, fingerprints, config)
+        for warning in warnings:
+            logger.warning("%s", warning)
+        self.changes = {**self.changes, **changes}
+        self.data_changed = self.data_changed or "data" in changes
 
     def load_weights(self, model: Any, lora: bool) -> None:
         """The checkpoint's weights into ``model`` (only the adapters, with LoRA)."""
@@ -143,6 +140,17 @@ class StartState:
             truncate_metrics(metrics, self.step, keep_final_evaluation=self.final_evaluation is not None)
         elif metrics.exists():
             metrics.unlink()
+
+    def owes_evaluation(self, config: Any) -> bool:
+        """Whether the held-out evaluation at this start's step is due and not in the record: step 0's, before
+        training, or one a kill cut short -- a finished run's last checkpoint is written before its final
+        evaluation, so a run killed during that evaluation (or while recording it) and extended owes the
+        evaluation the longer run makes at that step. (A checkpoint written mid-run at an evaluation step holds that
+        evaluation already: the run checkpoints after it.)"""
+        if any(step == self.step for step, _ in self.accuracy_history):
+            return False
+        return self.step == 0 or bool(config.eval_steps and self.step % config.eval_steps == 0
+                                      and self.step < config.max_steps)
 
     # -- at the end -------------------------------------------------------------------------------------------------
     def evaluated_at(self, step: int) -> float | None:

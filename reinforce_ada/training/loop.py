@@ -30,9 +30,9 @@ from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.runs.checkpoint import add_final_evaluation, jsonable, save_checkpoint, write_checkpoint
-from reinforce_ada.runs.data import data_fingerprint
 from reinforce_ada.runs.files import write_atomic
 from reinforce_ada.runs.folder import record_event
+from reinforce_ada.runs.inputs import input_files, prompts_fingerprint, weights_fingerprint
 from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.runs.resume import decide_start
 from reinforce_ada.sampling.factory import build_sampler
@@ -97,8 +97,10 @@ class Trainer:
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
         self.stream = PromptStream(train_prompts, cfg.seed)
-        self.data_fingerprint = data_fingerprint(self.stream.prompts)
-        start.check_data(cfg, self.data_fingerprint)  # before anything in the folder is rewritten
+        # every input the run reads, fingerprinted; checked against the checkpoint's before anything is rewritten
+        self.inputs = {"data": prompts_fingerprint(self.stream.prompts),
+                       "held_out": prompts_fingerprint(self.eval_prompts), **input_files(cfg)}
+        start.check_inputs(cfg, self.inputs)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
         if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
             raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
@@ -110,6 +112,8 @@ class Trainer:
             model, tokenizer, warm_start = load_model(cfg, train_prompts, task, self.eval_prompts)
         elif tokenizer is None:
             raise ValueError("a model was given without its tokenizer")
+        self.inputs["model"] = weights_fingerprint(model)  # the start model, before anything replaces its weights
+        start.check_inputs(cfg, {"model": self.inputs["model"]})
         if cfg.lora:
             model = wrap_lora(cfg, model)
         # The KL term's reference is the start model: copied before a resume loads the checkpoint's weights (a
@@ -170,11 +174,13 @@ class Trainer:
         cfg = self.config
         self.start.open_folder(cfg)  # the start recorded; metrics.jsonl cut back to the start's step
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg))
-        if self.accuracy_before is None and self.eval_prompts:
-            self.accuracy_before = self.evaluate()
-            self.accuracy_history.append((0, self.accuracy_before))
-            writer.write({"step": 0, "eval/accuracy": self.accuracy_before, "total_samples": 0})
-            logger.info("held-out sampled accuracy before training: %.1f%%", 100 * self.accuracy_before)
+        if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
+            accuracy = self.evaluate()
+            self.accuracy_history.append((self.step, accuracy))
+            writer.write({"step": self.step, "eval/accuracy": accuracy, "total_samples": self.totals["samples"]})
+            if self.step == 0:
+                self.accuracy_before = accuracy
+                logger.info("held-out sampled accuracy before training: %.1f%%", 100 * accuracy)
         progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True,
                         disable=None)  # on a terminal only: no carriage-return redraws in a piped log
         try:
@@ -328,7 +334,8 @@ class Trainer:
         state = {"step": self.step, "totals": self.totals, "accuracy_before": self.accuracy_before,
                  "accuracy_history": self.accuracy_history, "stream": self.stream.state_dict(),
                  "sampler": jsonable(self.sampler.state_dict()), "warm_start": self.warm_start_info,
-                 "verifier_stats": self._verifier_counters(), "data": self.data_fingerprint,
+                 "verifier_stats": self._verifier_counters(), "data": self.inputs["data"],
+                 "inputs": {k: v for k, v in self.inputs.items() if k != "data"},
                  "config": asdict(self.config)}
         write_checkpoint(folder, written, self.model, self.tokenizer, self.update.optimizer, self.update.scheduler,
                          state)

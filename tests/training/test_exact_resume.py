@@ -5,6 +5,7 @@ memory, streaming mode and budget mode. Tiny model, four steps: a few seconds ea
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,3 +94,59 @@ def test_extending_a_finished_run_equals_the_longer_uninterrupted_run(tmp_path, 
     assert (2, final) in [tuple(x) for x in ext.accuracy_history]  # the finished run's final evaluation is kept
     assert {"step": 2, "eval/accuracy": final} in [{k: r[k] for k in ("step", "eval/accuracy") if k in r}
                                                    for r in metrics(tmp_path / "ext")]
+
+
+class Killed(BaseException):
+    """A kill -9 inside the process: nothing after it runs (no 'stopped' event, no cleanup but the lock's)."""
+
+
+def by_step(folder):
+    """The compared metrics of each step, its training line and its evaluation line merged (an evaluation at a
+    step is one line with the step's in an uninterrupted run, its own line where a run ended or resumed there)."""
+    merged = {}
+    for record in metrics(folder):
+        merged.setdefault(record["step"], {}).update(record)
+    return merged
+
+
+@pytest.mark.fault("kill -9 during a finished run's final evaluation (or while recording it), then --resume "
+                   "--max-steps beyond it",
+                   "the cut-short evaluation redone; metrics, accuracy history and checkpoint weights bit-identical to "
+                   "the longer uninterrupted run (steps 5-6 differed, exit 0)")
+@pytest.mark.parametrize("window", ["evaluating", "writing final_evaluation.pt", "listing it in the manifest"])
+def test_a_run_killed_during_its_final_evaluation_and_extended_equals_the_longer_run(tmp_path, monkeypatch, window):
+    """A 4-step run (an evaluation every 2 steps) killed after its last checkpoint, while its final evaluation runs or
+    is being recorded, then extended to 6 steps, ends as an uninterrupted 6-step run: the longer run evaluates at
+    step 4, so the resumed one does that evaluation again before step 5."""
+    from reinforce_ada.runs import checkpoint as ck
+
+    settings = dict(kl_coef=0.05, save_steps=2, eval_steps=2)
+    whole = Trainer(small_config(tmp_path / "whole", max_steps=6, **settings), **parts())
+    whole.train()
+    cut = Trainer(small_config(tmp_path / "cut", max_steps=4, **settings), **parts())
+    if window == "evaluating":
+        real = cut.evaluate
+        monkeypatch.setattr(cut, "evaluate", lambda: real() if cut.step < 4 else (_ for _ in ()).throw(Killed()))
+    elif window == "writing final_evaluation.pt":
+        real_replace = ck.os.replace
+
+        def replace(src, dst):
+            if Path(dst).name == ck.FINAL_EVALUATION:
+                raise Killed()
+            real_replace(src, dst)
+
+        monkeypatch.setattr(ck.os, "replace", replace)
+    else:
+        monkeypatch.setattr(ck, "write_atomic", lambda *a: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        cut.train()
+    monkeypatch.undo()
+    assert (tmp_path / "cut" / "checkpoint-4").is_dir() and not (tmp_path / "cut" / "summary.json").exists()
+    ext = Trainer(small_config(tmp_path / "cut", max_steps=6, resume=True, **settings), **parts())
+    ext.train()
+    for (name, x), (_, y) in zip(whole.model.state_dict().items(), ext.model.state_dict().items()):
+        assert torch.equal(x, y), f"{name} differs"
+    assert (tmp_path / "whole" / "checkpoint-6" / "model" / "model.safetensors").read_bytes() == \
+        (tmp_path / "cut" / "checkpoint-6" / "model" / "model.safetensors").read_bytes()
+    assert by_step(tmp_path / "whole") == by_step(tmp_path / "cut")
+    assert whole.accuracy_history == ext.accuracy_history

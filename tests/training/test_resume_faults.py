@@ -188,9 +188,9 @@ def test_resume_on_changed_data_is_refused_before_anything_is_rewritten(tmp_path
     new = addition_prompts(64, 7) if change == "replaced" else addition_prompts(64, 1)[:3]
     before = snapshot(out)
     rows = 64 if change == "replaced" else 3
-    with pytest.raises(RunFolderError, match=rf"--resume: the training data \(task arithmetic\) is not what "
-                                             rf".*checkpoint-2 was trained on: 64 rows with SHA-256 \w+\.\.\. then, "
-                                             rf"{rows} rows .* now; put the original data back, pass "
+    with pytest.raises(RunFolderError, match=rf"--resume: the training data \(task arithmetic\) changed since "
+                                             rf".*checkpoint-2 was written: 64 rows with SHA-256 \w+\.\.\. then, "
+                                             rf"{rows} rows .* now; put the original back, pass "
                                              rf"--force-resume-changes"):
         Trainer(small_config(out, max_steps=4, resume=True), **parts(new))
     assert snapshot(out) == before

@@ -1,0 +1,165 @@
+"""Every input of a run, fingerprinted: what a checkpoint records of what the run read, and the check on resume.
+
+A run reads, besides its settings:
+
+============================  ==========================================================  ===========================
+input                         fingerprint                                                 changed on ``--resume``
+============================  ==========================================================  ===========================
+the training prompts          row count and SHA-256 of every prompt's id, text and answer  refused [#]_
+the held-out prompts          the same, of the prompts the run reports accuracy on         refused [#]_
+                              (``--eval-data``, or the task's test split)
+the start model's weights     SHA-256 of every tensor (name, dtype, shape, bytes) as the   refused [#]_; with
+                              model loaded, whatever it was loaded from                     ``kl_coef`` always [#]_
+the memory seed file          size and SHA-256 of ``--sampler.memory.seed``                refused [#]_
+the reward module's source    SHA-256 of the ``module:function`` module's file, when it    a warning, recorded
+                              is a local file (not an installed package)
+============================  ==========================================================  ===========================
+
+.. [#] unless ``--force-resume-changes``, which records the change in ``config_history.jsonl``.
+.. [#] the KL term's reference is the start model: a resume never continues against another one.
+
+The prompts are fingerprinted as read (so a task, a file or another format holding the same rows is the same input);
+files by their bytes. The trainer records them in every checkpoint (``trainer_state.json``: ``data`` and ``inputs``)
+and compares them on resume through :meth:`reinforce_ada.runs.resume.StartState.check_inputs`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sysconfig
+from pathlib import Path
+from typing import Any, Sequence
+
+from reinforce_ada.errors import RunFolderError
+from reinforce_ada.runs.files import file_sha256
+from reinforce_ada.types import Prompt
+
+__all__ = ["check_inputs", "file_fingerprint", "input_files", "prompts_fingerprint", "reward_source_file",
+           "weights_fingerprint"]
+
+WARN_ONLY = frozenset({"reward_source"})
+"""Inputs whose change is warned about and recorded, never refused (a reward module edited between a run and its
+resume is often a fix; the warning says the rewards may differ)."""
+
+
+def prompts_fingerprint(prompts: Sequence[Prompt]) -> dict[str, Any]:
+    """The row count and a SHA-256 of every prompt's id, text and answer (in order)."""
+    digest = hashlib.sha256()
+    for p in prompts:
+        digest.update(json.dumps([p.prompt_id, p.prompt, p.answer], sort_keys=True, default=str).encode())
+        digest.update(b"\n")
+    return {"rows": len(prompts), "sha256": digest.hexdigest()}
+
+
+def weights_fingerprint(model: Any) -> dict[str, Any]:
+    """A SHA-256 of every tensor of ``model``'s state dict: its name, dtype, shape and bytes (as loaded, so a hub
+    model, a local folder, a run's checkpoint and the built-in tiny model are fingerprinted alike)."""
+    import torch
+
+    digest = hashlib.sha256()
+    state = model.state_dict()
+    for name in sorted(state):
+        tensor = state[name].detach()
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return {"tensors": len(state), "sha256": digest.hexdigest()}
+
+
+def file_fingerprint(path: str | Path) -> dict[str, Any]:
+    """A file's path, size and SHA-256 (``sha256: None`` when it is missing)."""
+    path = Path(path)
+    if not path.is_file():
+        return {"path": str(path), "bytes": None, "sha256": None}
+    return {"path": str(path), "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def reward_source_file(verifier: str | None) -> Path | None:
+    """The source file of a ``module:function`` reward function's module when it is a local file -- not part of
+    the standard library or an installed package -- else ``None``."""
+    if not verifier or ":" not in verifier:
+        return None
+    module = verifier.partition(":")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return None
+    origin = Path(spec.origin).resolve()
+    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if any(folder == origin.parent or folder in origin.parents for folder in installed):
+        return None
+    return origin
+
+
+def input_files(config: Any) -> dict[str, dict[str, Any]]:
+    """The fingerprints of the files a run reads by path (the memory seed; a local reward module's source)."""
+    found = {}
+    if config.sampler.memory.seed:
+        found["memory_seed"] = file_fingerprint(config.sampler.memory.seed)
+    source = reward_source_file(config.verifier)
+    if source is not None:
+        found["reward_source"] = file_fingerprint(source)
+    return found
+
+
+_WHAT = {
+    "data": "the training data ({data})",
+    "held_out": "the held-out prompts ({held_out})",
+    "model": "the start model's weights (--model {model})",
+    "memory_seed": "the memory seed file (--sampler.memory.seed {memory_seed})",
+    "reward_source": "the reward function's source file ({reward_source})",
+}
+
+
+def _describe(name: str, config: Any, saved: dict[str, Any]) -> str:
+    sources = {"data": config.data or f"task {config.task}",
+               "held_out": f"--eval-data {config.eval_data}" if config.eval_data else f"task {config.task}, test split",
+               "model": config.model, "memory_seed": config.sampler.memory.seed,
+               "reward_source": saved.get("path")}
+    return _WHAT[name].format(**sources)
+
+
+def _summary(fingerprint: dict[str, Any]) -> str:
+    if "rows" in fingerprint:
+        return f"{fingerprint['rows']} rows with SHA-256 {fingerprint['sha256'][:12]}..."
+    if fingerprint.get("sha256") is None:
+        return "missing"
+    if "tensors" in fingerprint:
+        return f"{fingerprint['tensors']} tensors with SHA-256 {fingerprint['sha256'][:12]}..."
+    return f"{fingerprint['bytes']} bytes with SHA-256 {fingerprint['sha256'][:12]}..."
+
+
+def _same(saved: dict[str, Any], now: dict[str, Any]) -> bool:
+    return {k: v for k, v in saved.items() if k != "path"} == {k: v for k, v in now.items() if k != "path"}
+
+
+def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], config: Any
+                 ) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
+    """Compare the fingerprints ``now`` with those ``checkpoint`` recorded (``saved``; an input it did not record
+    is not checked). Returns the changes to record (``{name: (then, now)}``) and the warnings to print; a change
+    that is refused raises :class:`RunFolderError` naming the input, its fingerprints then and now, and the way out."""
+    changes, warnings = {}, []
+    for name, fingerprint in now.items():
+        before = saved.get(name)
+        if before is None or _same(before, fingerprint):
+            continue
+        change = (f"{_describe(name, config, before)} changed since {checkpoint} was written: "
+                  f"{_summary(before)} then, {_summary(fingerprint)} now")
+        if name in WARN_ONLY:
+            warnings.append(f"{change}; its rewards may differ from the run's so far (recorded in "
+                            f"config_history.jsonl)")
+        elif name == "model" and config.kl_coef > 0:
+            raise RunFolderError(f"--resume: {change}; with kl_coef {config.kl_coef:g} the KL term's reference is "
+                                 f"the start model, so the run cannot continue on other weights: put the original "
+                                 f"weights back, or start a new run in another --output-dir")
+        elif not config.force_resume_changes:
+            raise RunFolderError(f"--resume: {change}; put the original back, pass --force-resume-changes to continue "
+                                 f"with it as it is now (recorded in config_history.jsonl), or use another "
+                                 f"--output-dir")
+        else:
+            warnings.append(f"--force-resume-changes: {change}")
+        changes[name] = (before, fingerprint)
+    return changes, warnings
