@@ -227,8 +227,11 @@ class TrainConfig:
     """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
     a folder is refused."""
     force_resume_changes: bool = False
-    """Resume even though settings differ from the checkpoint's; the changes are recorded in
-    ``config_history.jsonl``."""
+    """Resume even though settings (or inputs: the data, the held-out prompts, the start model, the memory seed)
+    differ from the checkpoint's; the changes are recorded in ``config_history.jsonl``."""
+    accept_unverified_checkpoint: bool = False
+    """Resume from a checkpoint whose ``manifest.json`` is missing or lists no files although its version writes
+    one (its files cannot be checked); recorded in ``config_history.jsonl``."""
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int | None = None

@@ -28,7 +28,7 @@ __all__ = ["MANIFEST", "OWN_OPTIONS", "Grid", "make_grid", "run_comparison"]
 MANIFEST = "compare.json"
 OWN_OPTIONS = {"strategy": "--strategies", "learning_rate": "--lrs", "seed": "--seeds", "output_dir": "--out",
                "resume": "(a rerun continues by itself)", "overwrite": "(a rerun continues by itself)",
-               "force_resume_changes": "(the grid is fixed)"}
+               "force_resume_changes": "(the grid is fixed)", "accept_unverified_checkpoint": "(the grid is fixed)"}
 """Train settings the comparison sets per run, and the option that gives them instead."""
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from reinforce_ada.runs.files import file_sha256, fsync_dir, write_atomic
 from reinforce_ada.runs.intact import load_checkpoint_file, read_trainer_state, unusable
-from reinforce_ada.runs.manifest import MANIFEST, listed_files, write_manifest
+from reinforce_ada.runs.manifest import MANIFEST, listed_files, listed_weights, write_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -151,13 +151,17 @@ def set_rng_state(rng: dict[str, Any]) -> None:
 
 
 def load_weights(model: Any, checkpoint: Path, lora: bool) -> None:
-    """Load ``checkpoint/model/*.safetensors`` into ``model`` (the adapters only, with LoRA); a checkpoint of
-    another model is refused with the mismatching keys."""
+    """Load the weights ``checkpoint``'s manifest lists (``model/*.safetensors``) into ``model`` (the adapters only,
+    with LoRA); a checkpoint of another model is refused with the mismatching keys."""
     from safetensors.torch import load_file
 
-    files = sorted((checkpoint / "model").glob("*.safetensors"))
+    files = listed_weights(checkpoint)  # a file the manifest does not list is never loaded
     if not files:
         raise FileNotFoundError(f"{checkpoint / 'model'} holds no .safetensors weights")
+    ignored = sorted(set((checkpoint / "model").glob("*.safetensors")) - set(files))
+    if ignored:
+        logger.warning("%s: ignoring %s, not listed in its %s", checkpoint, ", ".join(p.name for p in ignored),
+                       MANIFEST)
     state: dict[str, Any] = {}
     for f in files:
         state.update(load_checkpoint_file(checkpoint, f, lambda path: load_file(str(path))))

@@ -25,6 +25,7 @@ from typing import Any
 from reinforce_ada.errors import CheckpointError, RunFolderError
 from reinforce_ada.runs.files import write_atomic
 from reinforce_ada.runs.intact import check_checkpoint_files, checkpoints, unusable
+from reinforce_ada.runs.manifest import MANIFEST, listed_files
 from reinforce_ada.runs.metrics_file import check_metrics_agree
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ RESUMABLE_CHANGES = frozenset({
 or how work is chunked, not what it learns. Changes are still recorded in ``config_history.jsonl``."""
 
 
-_RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "output_dir"})
+_RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "accept_unverified_checkpoint",
+                          "output_dir"})
 """How a run was started, not a setting of the run: never compared or recorded as a change."""
 
 
@@ -154,7 +156,7 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
         raise no_run_to_resume(folder)
     latest = found[-1]
     try:
-        state = check_checkpoint_files(latest)
+        state = check_checkpoint_files(latest, config.accept_unverified_checkpoint)
         check_metrics_agree(folder, latest, state)
     except CheckpointError as err:
         raise unusable(latest, str(err)) from None
@@ -166,6 +168,9 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
         raise RunFolderError(f"--resume would continue {latest} with changed settings ({listed}), mixing two runs in "
                              f"{folder}; keep the checkpoint's values, pass --force-resume-changes to continue anyway "
                              f"(recorded in config_history.jsonl), or use another --output-dir")
+    if config.accept_unverified_checkpoint and not listed_files(latest):
+        changes["checkpoint_manifest"] = (f"{latest / MANIFEST} missing or empty", "resumed unverified "
+                                          "(--accept-unverified-checkpoint)")
     return latest, changes
 
 

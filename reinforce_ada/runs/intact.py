@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from reinforce_ada.errors import CheckpointError
-from reinforce_ada.runs.manifest import check_manifest
+from reinforce_ada.runs.manifest import MANIFEST, check_manifest, listed_files, listed_weights
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +72,28 @@ def read_trainer_state(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
-def check_checkpoint_files(checkpoint: Path) -> dict[str, Any]:
-    """The checks that need no model: every file as the manifest lists it, trainer state, the other files present,
-    safetensors headers readable."""
-    check_manifest(checkpoint)
+def check_checkpoint_files(checkpoint: Path, accept_unverified: bool = False) -> dict[str, Any]:
+    """The checks that need no model: every file as the manifest lists it (:func:`check_manifest`), trainer state,
+    the other files present, the listed safetensors headers readable. A checkpoint without a manifest (or with one
+    that lists no file) is refused when its ``trainer_state.json`` is of a version that writes manifests -- its files
+    cannot be checked -- unless ``accept_unverified``; one of an earlier version is accepted with a warning."""
+    files = listed_files(checkpoint)
+    if files:
+        check_manifest(checkpoint, files)
     state = read_trainer_state(checkpoint)
+    if not files:
+        unchecked = (f"{checkpoint / MANIFEST} is missing or lists no files, so the checkpoint's files cannot be "
+                     f"checked")
+        if "data" in state and not accept_unverified:  # written by a version that writes manifests
+            raise CheckpointError(f"{unchecked}, though its trainer_state.json was written by a version that writes "
+                                  f"one; pass --accept-unverified-checkpoint to resume from it as it is (recorded in "
+                                  f"config_history.jsonl)")
+        logger.warning("%s: %s", checkpoint, unchecked + (" (--accept-unverified-checkpoint)" if "data" in state
+                                                         else " (written by an earlier version)"))
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pt"):
         if not (checkpoint / name).is_file():
             raise CheckpointError(f"{checkpoint / name} is missing")
-    weights = sorted((checkpoint / "model").glob("*.safetensors"))
+    weights = listed_weights(checkpoint)
     if not weights:
         raise CheckpointError(f"{checkpoint / 'model'} holds no .safetensors weights")
     from safetensors import safe_open

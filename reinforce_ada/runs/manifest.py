@@ -1,10 +1,10 @@
 """Each checkpoint's ``manifest.json``: the size and SHA-256 of every other file in it, written last, so that a
-bit-flipped file or one copied from another checkpoint is refused by name."""
+bit-flipped file or one copied from another checkpoint is refused by name, and a file it does not list (an extra
+``*.safetensors`` dropped into ``model/``) is never loaded."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -12,14 +12,16 @@ from typing import Any
 from reinforce_ada.errors import CheckpointError
 from reinforce_ada.runs.files import file_sha256, fsync_dir
 
-logger = logging.getLogger(__name__)
-
 MANIFEST = "manifest.json"
 """In each checkpoint: the size and SHA-256 of every other file, written last (see :func:`check_manifest`)."""
 
 
+REQUIRED = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pt")
+"""Files every checkpoint's manifest lists (besides its weights, ``model/*.safetensors``)."""
+
+
 def listed_files(checkpoint: Path) -> dict[str, dict[str, Any]]:
-    """The files ``manifest.json`` lists (``{}`` for a checkpoint written before manifests)."""
+    """The files ``manifest.json`` lists (``{}`` when there is none, or it lists none)."""
     path = checkpoint / MANIFEST
     if not path.exists():
         return {}
@@ -32,14 +34,19 @@ def listed_files(checkpoint: Path) -> dict[str, dict[str, Any]]:
     return files
 
 
-def check_manifest(checkpoint: Path) -> None:
-    """Every file the manifest lists is present with its size and SHA-256: a bit-flipped file, or one copied from
-    another checkpoint, is named. A checkpoint written before manifests is accepted with a warning."""
+def listed_weights(checkpoint: Path) -> list[Path]:
+    """The weight files of ``checkpoint``: the ``model/*.safetensors`` its manifest lists (a file it does not list
+    is never loaded), or, for a checkpoint without a manifest, every one in ``model/``."""
     files = listed_files(checkpoint)
     if not files:
-        logger.warning("%s has no %s (written by an earlier version): its files cannot be checked", checkpoint,
-                       MANIFEST)
-        return
+        return sorted((checkpoint / "model").glob("*.safetensors"))
+    return [checkpoint / name for name in sorted(files) if name.startswith("model/") and name.endswith(".safetensors")
+            and "/" not in name.removeprefix("model/")]
+
+
+def check_manifest(checkpoint: Path, files: dict[str, dict[str, Any]]) -> None:
+    """Every file the manifest lists (``files``) is present with its size and SHA-256, and it lists every file a
+    checkpoint needs: a bit-flipped file, one copied from another checkpoint, or a manifest cut down is named."""
     for name, entry in files.items():
         path = checkpoint / name
         if not path.is_file():
@@ -47,6 +54,12 @@ def check_manifest(checkpoint: Path) -> None:
         if path.stat().st_size != entry.get("bytes") or file_sha256(path) != entry.get("sha256"):
             raise CheckpointError(f"{path} is not the file this checkpoint wrote (its size or SHA-256 differs "
                                   f"from {checkpoint / MANIFEST}): damaged, or copied from another checkpoint")
+    unlisted = [name for name in REQUIRED if name not in files]
+    if not listed_weights(checkpoint):
+        unlisted.append("model/*.safetensors")
+    if unlisted:
+        raise CheckpointError(f"{checkpoint / MANIFEST} does not list {', '.join(unlisted)}: the checkpoint's files "
+                              f"cannot be checked")
 
 
 def write_manifest(folder: Path) -> None:

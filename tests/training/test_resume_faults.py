@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.training import Trainer
@@ -124,6 +125,49 @@ def test_a_bit_flip_in_the_weights_is_refused_by_name(finished):
                                               r"wrote .*previous intact checkpoint is .*checkpoint-2"):
         Trainer(small_config(finished, max_steps=4, resume=True), **parts())
     assert snapshot(finished) == before
+
+
+@pytest.mark.fault("a checkpoint of this version whose manifest.json was deleted, or lists no files (its weights "
+                   "bit-flipped too)",
+                   "refused on resume by name; --accept-unverified-checkpoint resumes it knowingly, recorded in "
+                   "config_history.jsonl (it was read as an earlier version's: a warning, every file check off)")
+@pytest.mark.parametrize("manifest", ["deleted", "empty file map"])
+def test_a_checkpoint_without_a_valid_manifest_is_refused_unless_accepted(finished, manifest):
+    checkpoint = finished / "checkpoint-3"
+    if manifest == "deleted":
+        (checkpoint / "manifest.json").unlink()
+    else:
+        (checkpoint / "manifest.json").write_text(json.dumps({"files": {}}))
+    weights = checkpoint / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01
+    weights.write_bytes(bytes(data))
+    before = snapshot(finished)
+    with pytest.raises(CheckpointError, match=r"cannot resume from .*checkpoint-3: .*checkpoint-3/manifest.json is "
+                                              r"missing or lists no files, so the checkpoint's files cannot be checked, "
+                                              r"though its trainer_state.json was written by a version that writes "
+                                              r"one; pass --accept-unverified-checkpoint"):
+        Trainer(small_config(finished, max_steps=4, resume=True), **parts())
+    assert snapshot(finished) == before
+    Trainer(small_config(finished, max_steps=4, resume=True, accept_unverified_checkpoint=True), **parts()).train()
+    event = [json.loads(x) for x in (finished / "config_history.jsonl").read_text().splitlines()][-1]
+    assert event["event"] == "resume" and "checkpoint_manifest" in event["changed"]
+
+
+@pytest.mark.fault("an extra *.safetensors (another run's weights) dropped into a checkpoint's model/",
+                   "never loaded: the resumed weights are the checkpoint's own (it overrode them)")
+def test_weights_the_manifest_does_not_list_are_never_loaded(finished, tmp_path):
+    from safetensors.torch import load_file
+
+    other = tmp_path / "other"
+    Trainer(small_config(other, max_steps=1, seed=7), **parts()).train()
+    checkpoint = finished / "checkpoint-3"
+    (checkpoint / "model" / "zz-extra.safetensors").write_bytes(
+        (other / "checkpoint-1" / "model" / "model.safetensors").read_bytes())
+    resumed = Trainer(small_config(finished, max_steps=4, resume=True), **parts())
+    own = load_file(str(checkpoint / "model" / "model.safetensors"))
+    state = resumed.model.state_dict()
+    assert all(torch.equal(state[name], tensor) for name, tensor in own.items())
 
 
 @pytest.mark.fault("an optimizer file from another checkpoint",
