@@ -7,8 +7,8 @@ One rule for every output option of every command (``eval --out``, ``select-prom
 
 - is one of the command's input files, or lies inside one of its input folders (the model folder it reads);
 - is, or lies inside, what a training run wrote into its folder (:func:`run_file`): ``config.json``,
-  ``metrics.jsonl``, ``summary.json``, ``config_history.jsonl``, ``plots/``, every ``checkpoint-*/`` and the lock
-  file -- of any run, not only the one the command reads;
+  ``metrics.jsonl``, ``summary.json``, ``config_history.jsonl``, ``plots/`` and every ``checkpoint-N/`` -- of any
+  run, not only the one the command reads;
 - is another output of the same command.
 
 A new file in a run folder (``RUN/selected_prompts.jsonl``, ``RUN/eval.jsonl``) is the command's own, not the
@@ -49,7 +49,6 @@ def run_file(path: object, replaces: Iterable[object] = ()) -> tuple[Path, Path]
     """``(entry, run folder)`` when ``path`` is, or lies inside, something a training run wrote (``entry``: the
     file or folder of the run it hits); ``None`` otherwise, and for the paths in ``replaces``."""
     from reinforce_ada.runs.folder import run_entries
-    from reinforce_ada.runs.lock import LOCK
 
     target = _real(path)
     if any(target == _real(r) for r in replaces):
@@ -58,7 +57,7 @@ def run_file(path: object, replaces: Iterable[object] = ()) -> tuple[Path, Path]
         entries = run_entries(folder)
         if not entries:
             continue
-        for entry in [*entries, folder / LOCK]:
+        for entry in entries:
             if target == entry or _inside(target, entry):
                 return entry, folder
     return None

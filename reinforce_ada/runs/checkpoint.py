@@ -28,14 +28,9 @@ import numpy as np
 
 from reinforce_ada.runs.files import file_sha256, fsync_dir, write_atomic
 from reinforce_ada.runs.intact import load_checkpoint_file, read_trainer_state, unusable
-from reinforce_ada.runs.manifest import MANIFEST, listed_files, listed_weights, write_manifest
+from reinforce_ada.runs.manifest import FINAL_EVALUATION, MANIFEST, listed_files, listed_weights, write_manifest
 
 logger = logging.getLogger(__name__)
-
-FINAL_EVALUATION = "final_evaluation.pt"
-"""In a finished run's last checkpoint: its final evaluation and the RNG state after it (see
-:func:`add_final_evaluation`)."""
-
 
 def save_checkpoint(output_dir: Path, step: int, write: Callable[[Path, list[Path]], None]) -> Path:
     """Write ``checkpoint-{step}`` so that a kill at any moment leaves a complete checkpoint: ``write(folder,

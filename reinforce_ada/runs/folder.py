@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import shutil
 import time
 from dataclasses import asdict
@@ -25,7 +27,7 @@ from typing import Any
 from reinforce_ada.errors import CheckpointError, RunFolderError
 from reinforce_ada.runs.files import write_atomic
 from reinforce_ada.runs.intact import check_checkpoint_files, checkpoints, unusable
-from reinforce_ada.runs.manifest import MANIFEST, listed_files
+from reinforce_ada.runs.manifest import MANIFEST, listed_files, unlisted_files
 from reinforce_ada.runs.metrics_file import check_metrics_agree
 
 logger = logging.getLogger(__name__)
@@ -68,13 +70,58 @@ def _written_by_a_run(path: Path) -> bool:
     return True
 
 
+_PARTIAL_CHECKPOINT = re.compile(r"\.(tmp|old)-checkpoint-\d+-\d+")
+"""A checkpoint being written (``.tmp-checkpoint-STEP-PID``) or replaced (``.old-checkpoint-STEP-PID``)."""
+
+
+def _run_checkpoint(path: Path) -> bool:
+    """A ``checkpoint-N`` folder the trainer wrote: it holds the trainer's state or a manifest (a checkpoint gets its
+    name only once complete)."""
+    return (path / "trainer_state.json").is_file() or (path / MANIFEST).is_file()
+
+
 def run_entries(folder: Path) -> list[Path]:
-    """What in ``folder`` belongs to a training run (empty for a folder that holds none)."""
+    """What in ``folder`` a training run wrote (empty for a folder that holds none): its files (:data:`RUN_FILES`,
+    ``config.json`` and ``summary.json`` only when a run wrote them), its ``checkpoint-N`` folders and those a kill
+    left half-written or aside -- never a user's ``checkpoint-best/`` or ``checkpoint-notes.txt``."""
     if not folder.is_dir():
         return []
     named = [folder / name for name in RUN_FILES if (folder / name).exists() and _written_by_a_run(folder / name)]
-    return (named + sorted(folder.glob("checkpoint-*")) + sorted(folder.glob(".tmp-checkpoint-*"))
-            + sorted(folder.glob(".old-checkpoint-*")))
+    partial = sorted(p for p in folder.iterdir() if p.is_dir() and _PARTIAL_CHECKPOINT.fullmatch(p.name))
+    return named + [c for c in checkpoints(folder) if _run_checkpoint(c)] + partial
+
+
+def _not_the_runs(folder: Path, overwrite: bool) -> list[tuple[Path, str]]:
+    """What a start in ``folder`` would replace or delete although no run wrote it, with why: a user's
+    ``config.json`` or ``summary.json`` (a run writes its own), a ``checkpoint-N`` folder no run wrote (a run
+    replaces the checkpoint of its step), and with ``overwrite`` a file inside a run's checkpoint that its manifest
+    does not list."""
+    found = [(folder / name, "a run would overwrite it") for name in ("config.json", "summary.json")
+             if (folder / name).is_file() and not _written_by_a_run(folder / name)]
+    found += [(c, "a run would replace it") for c in checkpoints(folder) if not _run_checkpoint(c)]
+    if overwrite:
+        found += [(path, f"--overwrite would delete it: it is not in {path.parent.name}'s {MANIFEST}")
+                  for c in checkpoints(folder) if _run_checkpoint(c) for path in unlisted_files(c)]
+    return found
+
+
+def _run_inputs(config: Any) -> list[tuple[str, str]]:
+    """The paths a run reads, by option (``--model`` may be a run folder or a checkpoint)."""
+    given = [("--model", config.model), ("--data", config.data), ("--eval-data", config.eval_data),
+             ("--sampler.memory.seed", config.sampler.memory.seed)]
+    return [(flag, value) for flag, value in given if value and Path(value).expanduser().exists()]
+
+
+def _refuse_overwriting_inputs(config: Any, folder: Path, entries: list[Path]) -> None:
+    """``overwrite`` never deletes what the new run reads: a start model, data or seed file inside the old run
+    (``train --model RUN --output-dir RUN --overwrite``) is refused in one line."""
+    real = [Path(os.path.realpath(e)) for e in entries]
+    for flag, given in _run_inputs(config):
+        path = Path(os.path.realpath(Path(given).expanduser()))
+        if path == Path(os.path.realpath(folder)) or any(path == e or e in path.parents for e in real):
+            raise RunFolderError(f"--overwrite would delete the run in {folder}, which {flag} {given} reads (the new "
+                                 f"run would start from what it deletes); copy it out of {folder} first, or choose "
+                                 f"another --output-dir")
 
 
 _DERIVED = frozenset({"sampler.seed"})
@@ -137,16 +184,17 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"output_dir {folder} is a file, not a folder")
     entries = run_entries(folder)
-    foreign = [folder / name for name in ("config.json", "summary.json")
-               if (folder / name).is_file() and folder / name not in entries]
+    foreign = _not_the_runs(folder, overwrite=config.overwrite and not config.resume)
     if foreign:
-        raise RunFolderError(f"{foreign[0]} was not written by a training run, and a run would overwrite it; choose "
-                             f"another --output-dir")
+        path, why = foreign[0]
+        raise RunFolderError(f"{path} was not written by a training run, and {why}; move it out of {folder} first, "
+                             f"or choose another --output-dir")
     names = ", ".join(e.name for e in entries[:6]) + (", ..." if len(entries) > 6 else "")
     if not config.resume:
         if entries and not config.overwrite:
             raise RunFolderError(f"{folder} already holds a run ({names}); pass --resume to continue it, --overwrite "
                                  f"to delete it and start over, or choose another --output-dir")
+        _refuse_overwriting_inputs(config, folder, entries)
         return None, {}
     found = checkpoints(folder)
     if not found:
@@ -193,7 +241,7 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
                 entry.unlink()
         logger.info("--overwrite: deleted the previous run in %s", folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in [*folder.glob(".tmp-checkpoint-*"), *folder.glob(".old-checkpoint-*")]:
+    for stale in [p for p in folder.iterdir() if p.is_dir() and _PARTIAL_CHECKPOINT.fullmatch(p.name)]:
         shutil.rmtree(stale, ignore_errors=True)
         logger.info("removed %s, left by a run that was killed while saving", stale)
     values = asdict(config)

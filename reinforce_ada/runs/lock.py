@@ -1,23 +1,21 @@
-"""One writer per run folder: :class:`RunLock` holds an exclusive ``fcntl.flock`` on ``.lock`` in the folder for
-the run's life; a second process is refused with the holder's PID."""
+"""One writer per run folder: :class:`RunLock` holds an exclusive ``fcntl.flock`` on the folder itself for the run's
+life; a second process is refused with the holder's PID. The lock is on the folder, not on a file in it, so no file
+can be deleted to get past it: a second writer must open the same folder to write into it."""
 
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 from reinforce_ada.errors import RunFolderError
 from reinforce_ada.runs.folder import run_entries
 
-LOCK = ".lock"
-"""The run folder's lock file (see :class:`RunLock`); never deleted, so that its lock is always on one file."""
-
 
 class RunLock:
-    """An exclusive ``fcntl.flock`` on ``folder/.lock``, held while a run uses the folder (released by
+    """An exclusive ``fcntl.flock`` on ``folder`` (its directory), held while a run uses the folder (released by
     :meth:`release` or when the process ends, however it ends). A folder another process (or another trainer of
-    this one) holds is refused with the holder's PID; nothing is written into the lock file, so taking it changes
-    no file of a run."""
+    this one) holds is refused with the holder's PID; taking it writes nothing into the folder."""
 
     def __init__(self, folder: Path):
         import fcntl
@@ -27,32 +25,29 @@ class RunLock:
         self.folder = folder
         self.created_folders = [p for p in (folder, *folder.parents) if not p.exists()]  # it and parents made for it
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / LOCK
-        self.created_lock = not path.exists()
-        self._fh = path.open("a")
+        self._fd: int | None = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
-            self._fh.close()
+            os.close(self._fd)
+            self._fd = None
             if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise
-            holder = lock_holder(path)
-            raise RunFolderError(f"{folder} is in use by another training run ({holder} holds {path}); wait for it to "
-                                 f"finish or choose another --output-dir") from None
+            raise RunFolderError(f"{folder} is in use by another training run ({lock_holder(folder)} holds it); wait "
+                                 f"for it to finish or choose another --output-dir") from None
 
     def release(self, remove_if_unused: bool = False) -> None:
-        """Unlock; with ``remove_if_unused`` (a failed start) the lock file this lock created goes when the folder
-        holds no run, and the folder (and the parents made for it) too when this lock created it and nothing else is in
-        it."""
-        if self._fh.closed:
+        """Unlock; with ``remove_if_unused`` (a failed start) the folder (and the parents made for it) goes when this
+        lock created it and nothing is in it."""
+        if self._fd is None:
             return
-        if remove_if_unused and self.created_lock and not run_entries(self.folder):
-            (self.folder / LOCK).unlink(missing_ok=True)
+        if remove_if_unused and not run_entries(self.folder):
             for made in self.created_folders:  # innermost first; each only while empty
                 if any(made.iterdir()):
                     break
                 made.rmdir()
-        self._fh.close()  # closing the file releases the flock
+        os.close(self._fd)  # closing the folder releases the flock
+        self._fd = None
 
 
 def lock_holder(path: Path) -> str:

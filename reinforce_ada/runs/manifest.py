@@ -16,6 +16,11 @@ MANIFEST = "manifest.json"
 """In each checkpoint: the size and SHA-256 of every other file, written last (see :func:`check_manifest`)."""
 
 
+FINAL_EVALUATION = "final_evaluation.pt"
+"""In a finished run's last checkpoint: its final evaluation and the RNG state after it, written after the manifest
+and listed in it once written (see :func:`reinforce_ada.runs.checkpoint.add_final_evaluation`)."""
+
+
 REQUIRED = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pt")
 """Files every checkpoint's manifest lists (besides its weights, ``model/*.safetensors``)."""
 
@@ -60,6 +65,18 @@ def check_manifest(checkpoint: Path, files: dict[str, dict[str, Any]]) -> None:
     if unlisted:
         raise CheckpointError(f"{checkpoint / MANIFEST} does not list {', '.join(unlisted)}: the checkpoint's files "
                               f"cannot be checked")
+
+
+def unlisted_files(checkpoint: Path) -> list[Path]:
+    """Files in ``checkpoint`` that the run did not write: not listed in its manifest, and neither the manifest nor
+    the final evaluation (or its temporary file) that a kill left unlisted. Empty for a checkpoint without a
+    manifest (an earlier version's: every file taken as the run's)."""
+    files = listed_files(checkpoint)
+    if not files:
+        return []
+    own = {MANIFEST, FINAL_EVALUATION, *files}
+    return [p for p in sorted(checkpoint.rglob("*")) if p.is_file() and p.relative_to(checkpoint).as_posix() not in own
+            and not p.name.startswith(f".{FINAL_EVALUATION}.tmp-")]
 
 
 def write_manifest(folder: Path) -> None:
