@@ -5,7 +5,7 @@ resuming it ends exactly where an uninterrupted run ends.
     python scripts/kill_resume.py --target final-evaluation --tries 50 --seed 0 --work /tmp/kill-final
 
 Two targets, each on the tiny model and ``task:arithmetic`` (a checkpoint every step, an evaluation every 2 steps on
-8 held-out prompts):
+8 held-out prompts, 200 for the final-evaluation target):
 
 * ``--target training`` (the default): a base run of ``--base-steps`` steps; from a copy of it, an uninterrupted
   ``train --resume --max-steps BASE+EXTRA`` is the reference, and its time from the start of training (the resume event
@@ -46,9 +46,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+EVAL_PROMPTS = {"training": 8, "final-evaluation": 200}
+"""Held-out prompts per target: the final-evaluation target's are many, so its evaluation lasts long enough (about a
+second) for the kills to land inside it rather than only around it."""
+
+TARGET = "training"
+
+
 def train_args(folder: Path, steps: int) -> list[str]:
     return ["train", "--task", "arithmetic", "--output-dir", str(folder), "--max-steps", str(steps),
-            "--save-steps", "1", "--eval-steps", "2", "--batch-size", "4", "--eval-prompts", "8", "--seed", "0"]
+            "--save-steps", "1", "--eval-steps", "2", "--batch-size", "4", "--eval-prompts",
+            str(EVAL_PROMPTS[TARGET]), "--seed", "0"]
 
 
 def child(argv: list[str]) -> subprocess.Popen:
@@ -143,6 +151,8 @@ def main() -> int:
     parser.add_argument("--extra-steps", type=int, default=None, help="default: 3 (training), 2 (final-evaluation)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kill-resume"))
     args = parser.parse_args()
+    global TARGET
+    TARGET = args.target
     final = args.target == "final-evaluation"
     base_steps = args.base_steps or (4 if final else 2)
     steps = base_steps + (args.extra_steps or (2 if final else 3))
