@@ -8,6 +8,7 @@ prompt spent in each round.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -57,7 +58,7 @@ def _run_label(run_dir: Path) -> str:
 
 
 def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> Path:
-    """Write ``training.png`` into ``out_dir`` and return its path."""
+    """Write ``training.png`` into ``out_dir`` (whole or not at all) and return its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,6 +101,11 @@ def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> Path:
     ax_rs.legend(fontsize=8)
     fig.tight_layout()
     path = out_dir / "training.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    tmp = out_dir / f".training.png.tmp-{os.getpid()}"  # a kill while drawing leaves no torn plot
+    try:
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
     return path

@@ -55,15 +55,17 @@ def check_metrics_agree(folder: Path, checkpoint: Path, state: dict[str, Any]) -
                               f"says {at_step[-1].get('total_samples')}: they are not from the same run")
 
 
-def truncate_metrics(path: Path, step: int, keep_final_evaluation: bool = False) -> None:
+def truncate_metrics(path: Path, step: int, keep_final_evaluation: bool = False) -> int:
     """Keep the lines of steps before ``step`` and ``step``'s own training line; atomically.
 
     A standalone evaluation line at ``step`` (the final evaluation of a run killed after it) is dropped -- the
     resumed run evaluates again from the same RNG state and writes it once -- unless the checkpoint recorded that
-    evaluation (``keep_final_evaluation``: a finished run being extended keeps it).
+    evaluation (``keep_final_evaluation``: a finished run being extended keeps it). Returns how many lines went.
     """
     if not path.exists():
-        return
-    kept = [r for r in read_metrics_lines(path)
+        return 0
+    records = read_metrics_lines(path)
+    kept = [r for r in records
             if r["step"] < step or (r["step"] == step and (is_step_record(r) or keep_final_evaluation))]
     write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+    return len(records) - len(kept)

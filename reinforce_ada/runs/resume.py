@@ -119,9 +119,13 @@ class StartState:
         self.final_evaluation = load_final_evaluation(checkpoint)
         if self.final_evaluation is None:
             return
-        if self.step >= config.max_steps and (Path(config.output_dir) / "summary.json").exists():
-            self.nothing_to_do = (f"nothing to do: {config.output_dir} is already at step {self.step} (max_steps "
+        folder = Path(config.output_dir)
+        if self.step >= config.max_steps and (folder / "summary.json").exists():
+            self.nothing_to_do = (f"nothing to do: {folder} is already at step {self.step} (max_steps "
                                   f"{config.max_steps}) and finished; give a larger --max-steps to extend it")
+            if not (folder / "plots" / "training.png").exists():  # killed (or failed) while drawing it
+                self.nothing_to_do += (f" (its plot was not drawn, and a resume does not draw it: reinforce-ada "
+                                       f"plot {folder} does)")
             return
         self.accuracy_history.append((self.step, self.final_evaluation["accuracy"]))
         if config.eval_steps and self.step % config.eval_steps == 0 and self.step < config.max_steps and evaluates:
@@ -137,7 +141,11 @@ class StartState:
         prepare_run_folder(config, self.step, self.changes, resuming=self.checkpoint is not None)
         metrics = Path(config.output_dir) / "metrics.jsonl"
         if self.checkpoint is not None:  # drop lines written after the checkpoint (atomically)
-            truncate_metrics(metrics, self.step, keep_final_evaluation=self.final_evaluation is not None)
+            dropped = truncate_metrics(metrics, self.step, keep_final_evaluation=self.final_evaluation is not None)
+            if dropped and config.report_to != "none":  # what a resume cannot take back: said in one line
+                logger.warning("%d metrics lines the interrupted run wrote after step %d are gone from metrics.jsonl "
+                               "and will be written again, but its %s log keeps them (it cannot be rewritten)",
+                               dropped, self.step, config.report_to)
         elif metrics.exists():
             metrics.unlink()
 

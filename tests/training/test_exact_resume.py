@@ -150,3 +150,44 @@ def test_a_run_killed_during_its_final_evaluation_and_extended_equals_the_longer
         (tmp_path / "cut" / "checkpoint-6" / "model" / "model.safetensors").read_bytes()
     assert by_step(tmp_path / "whole") == by_step(tmp_path / "cut")
     assert whole.accuracy_history == ext.accuracy_history
+
+
+@pytest.mark.fault("kill -9 while a finished run draws its plot, then --resume with no more steps",
+                   "no torn training.png (drawn to a temporary file and renamed); the resume's 'nothing to do' line "
+                   "says the plot is missing and which command draws it (it said only 'nothing to do')")
+def test_a_kill_while_drawing_the_plot_leaves_no_torn_plot_and_the_resume_says_so(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    out = tmp_path / "run"
+    trainer = Trainer(small_config(out, max_steps=2, save_steps=2, eval_steps=2), **parts())
+    real = matplotlib.figure.Figure.savefig
+
+    def killed_while_drawing(self, fname, *args, **kwargs):
+        real(self, fname, *args, **kwargs)
+        Path(fname).write_bytes(Path(fname).read_bytes()[:100])  # half of it on disk
+        raise Killed()
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", killed_while_drawing)
+    with pytest.raises(Killed):
+        trainer.train()
+    monkeypatch.undo()
+    assert (out / "summary.json").exists() and not list((out / "plots").iterdir())
+    again = Trainer(small_config(out, max_steps=2, save_steps=2, eval_steps=2, resume=True), **parts())
+    assert again.nothing_to_do == (f"nothing to do: {out} is already at step 2 (max_steps 2) and finished; give a "
+                                   f"larger --max-steps to extend it (its plot was not drawn, and a resume does not "
+                                   f"draw it: reinforce-ada plot {out} does)")
+
+
+@pytest.mark.fault("--resume after a kill, the run logging to tensorboard (--report-to tensorboard)",
+                   "one warning line: the cut-back metrics lines stay in the tensorboard log, which cannot be "
+                   "rewritten (nothing said)")
+def test_a_resume_says_which_logged_lines_it_cannot_take_back(tmp_path, caplog):
+    out = tmp_path / "run"
+    Trainer(small_config(out, max_steps=2, save_steps=1, eval_steps=2, report_to="tensorboard"), **parts()).train()
+    shutil.rmtree(out / "checkpoint-2")  # what a kill during step 2's checkpoint leaves, metrics lines after step 1
+    (out / "summary.json").unlink()
+    Trainer(small_config(out, max_steps=2, save_steps=1, eval_steps=2, report_to="tensorboard", resume=True),
+            **parts()).train()
+    said = [r.getMessage() for r in caplog.records if "cannot be rewritten" in r.getMessage()]
+    assert said == ["2 metrics lines the interrupted run wrote after step 1 are gone from metrics.jsonl and will be "
+                    "written again, but its tensorboard log keeps them (it cannot be rewritten)"]
