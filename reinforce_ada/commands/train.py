@@ -35,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
         print(trainer.nothing_to_do)
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     if before is not None and after is not None:
-        print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")
+        from reinforce_ada.runs.folder import last_change
+
+        changed = last_change(Path(config.output_dir), "held_out")
+        note = "" if changed is None else (f" (not comparable: the held-out prompts were replaced at step {changed}, "
+                                           f"--force-resume-changes)")
+        print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%{note}")
     print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
           f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
     print(f"run folder: {Path(config.output_dir).resolve()}")

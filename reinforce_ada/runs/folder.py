@@ -262,3 +262,13 @@ def record_event(config: Any, event: dict[str, Any]) -> None:
     previous = history.read_text() if history.exists() else ""
     event = {**event, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_atomic(history, previous + json.dumps(event) + "\n")
+
+
+def last_change(folder: Path, name: str) -> int | None:
+    """The step at which a resume last changed the run's setting or input ``name`` (``held_out``, ``data``,
+    ``learning_rate``, ...), from ``config_history.jsonl``; ``None`` when none did."""
+    history = folder / "config_history.jsonl"
+    events = [json.loads(line) for line in history.read_text().splitlines()] if history.exists() else []
+    steps = [e.get("step") for e in events if e.get("event") == "resume" and name in e.get("changed", {})]
+    return steps[-1] if steps else None
+

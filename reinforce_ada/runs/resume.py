@@ -12,9 +12,11 @@ A run starts
 
 :func:`decide_start` makes the decision before anything loads (the folder checks of :mod:`.folder`); the trainer then
 hands the state its pieces as it builds them -- :meth:`StartState.check_inputs` (every input's fingerprint:
-:mod:`.inputs`), :meth:`StartState.load_weights` (after the KL reference copied the start model), :meth:`StartState.restore` (once the
-optimizer and sampler exist) -- and :meth:`StartState.open_folder` when training begins. On a fresh start each of
-these does what a fresh start needs, usually nothing.
+:mod:`.inputs`), :meth:`StartState.load_weights` (after the KL reference copied the start model),
+:meth:`StartState.restore` (once the optimizer and sampler exist) -- and :meth:`StartState.open_folder` when training
+begins, when it also asks :meth:`StartState.owes_evaluation` (step 0's evaluation, or one a kill cut short). On a
+fresh start each of these does what a fresh start needs, usually nothing. What a resume cannot redo (a log another
+sink keeps, a plot a kill left undrawn at a resume with nothing to do) it says in one line.
 """
 
 from __future__ import annotations

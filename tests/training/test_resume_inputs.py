@@ -104,3 +104,30 @@ def test_an_edited_local_reward_module_is_warned_about_and_recorded(tmp_path, mo
     assert any(f"the reward function's source file ({module}) changed since" in r.getMessage()
                and "its rewards may differ" in r.getMessage() for r in caplog.records)
     assert "reward_source" in last_event(out)["changed"]
+
+
+def test_cli_resume_on_a_replaced_eval_data_file_is_one_line_and_forced_says_the_accuracies_differ(
+        tmp_path, monkeypatch, capsys):
+    """The command line, as a user meets it: `train --eval-data FILE`, FILE replaced, `--resume`: exit 2 in one
+    line; forced, the printed 'before -> after' accuracy says the two are on different prompts."""
+    from reinforce_ada import cli
+
+    def held_out(seed):
+        rows = addition_prompts(8, seed)
+        return "".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n" for p in rows)
+
+    monkeypatch.chdir(tmp_path)
+    Path("heldout.jsonl").write_text(held_out(2))
+    args = ["train", "--task", "arithmetic", "--eval-data", "heldout.jsonl", "--output-dir", "run", "--num-threads",
+            "1", "--batch-size", "4"]
+    assert cli.main([*args, "--max-steps", "1"]) == 0
+    Path("heldout.jsonl").write_text(held_out(9))
+    capsys.readouterr()
+    assert cli.main([*args, "--max-steps", "2", "--resume"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --resume: the held-out prompts (--eval-data heldout.jsonl) "
+                                               "changed since run/checkpoint-1 was written: 8 rows with SHA-256 ")
+    assert cli.main([*args, "--max-steps", "2", "--resume", "--force-resume-changes"]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert said.startswith("held-out sampled accuracy: ") and said.endswith(
+        "% (not comparable: the held-out prompts were replaced at step 1, --force-resume-changes)")
