@@ -143,8 +143,8 @@ def resume_in_process(folder: Path, steps: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("training", "final-evaluation"), default="training",
-                        help="kill a resumed run anywhere in its training (default), or a finished run during its final "
-                             "evaluation, then extend it")
+                        help="kill a resumed run anywhere in its training (default), or a finished run during its "
+                             "final evaluation, then extend it")
     parser.add_argument("--tries", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-steps", type=int, default=None, help="default: 2 (training), 4 (final-evaluation)")
@@ -228,7 +228,8 @@ def main() -> int:
             resume_in_process(folder, steps)
             got = final_state(folder, steps)
             if got != expected:
-                raise RuntimeError(f"the resumed run differs from the uninterrupted one in {differences(got, expected)}")
+                raise RuntimeError(f"the resumed run differs from the uninterrupted one in "
+                                   f"{differences(got, expected)}")
             outcome = f"ok (resumed from {latest.name})"
         except Exception as err:  # noqa: BLE001 -- every failure is counted and reported
             failures.append((i, hit, f"{type(err).__name__}: {err}"))

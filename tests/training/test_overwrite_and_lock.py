@@ -9,24 +9,14 @@ from pathlib import Path
 import pytest
 
 from reinforce_ada.errors import RunFolderError
-from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.training import Trainer
-from trainer_fixtures import addition_prompts, digit_verifier, small_config
-
-
-def parts():
-    return dict(model=build_tiny_model(seed=0), tokenizer=build_char_tokenizer(), train_prompts=addition_prompts(64, 1),
-                eval_prompts=addition_prompts(8, 2), verifier=digit_verifier)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+from trainer_fixtures import folder_bytes, small_config, tiny_parts
 
 
 @pytest.fixture
 def finished(tmp_path):
     out = tmp_path / "run"
-    Trainer(small_config(out, max_steps=2, save_steps=1), **parts()).train()
+    Trainer(small_config(out, max_steps=2, save_steps=1), **tiny_parts()).train()
     return out
 
 
@@ -35,10 +25,10 @@ def finished(tmp_path):
 def test_overwrite_keeps_the_users_checkpoint_named_files(finished):
     shutil.copytree(finished / "checkpoint-2", finished / "checkpoint-best")
     (finished / "checkpoint-notes.txt").write_text("step 2 looked best")
-    mine = {name: snapshot(finished / name) if (finished / name).is_dir() else (finished / name).read_bytes()
+    mine = {name: folder_bytes(finished / name) if (finished / name).is_dir() else (finished / name).read_bytes()
             for name in ("checkpoint-best", "checkpoint-notes.txt")}
-    Trainer(small_config(finished, max_steps=1, overwrite=True, seed=3), **parts()).train()
-    assert snapshot(finished / "checkpoint-best") == mine["checkpoint-best"]
+    Trainer(small_config(finished, max_steps=1, overwrite=True, seed=3), **tiny_parts()).train()
+    assert folder_bytes(finished / "checkpoint-best") == mine["checkpoint-best"]
     assert (finished / "checkpoint-notes.txt").read_bytes() == mine["checkpoint-notes.txt"]
     assert sorted(p.name for p in finished.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-best",
                                                                       "checkpoint-notes.txt"]
@@ -53,14 +43,14 @@ def test_overwrite_refuses_to_delete_what_no_run_wrote(finished, where):
         finished / "checkpoint-7" / "notes.txt"
     mine.parent.mkdir(exist_ok=True)
     mine.write_text("{}")
-    before = snapshot(finished)
+    before = folder_bytes(finished)
     why = "--overwrite would delete it: it is not in checkpoint-2's manifest.json" if where == "inside a checkpoint" \
         else "a run would replace it"
     target = mine if where == "inside a checkpoint" else mine.parent
     with pytest.raises(RunFolderError, match=rf"^{target} was not written by a training run, and {why}; move it out "
                                              rf"of {finished} first, or choose another --output-dir$"):
-        Trainer(small_config(finished, max_steps=1, overwrite=True), **parts())
-    assert snapshot(finished) == before
+        Trainer(small_config(finished, max_steps=1, overwrite=True), **tiny_parts())
+    assert folder_bytes(finished) == before
 
 
 @pytest.mark.fault("train --model RUN --output-dir RUN --overwrite (or --model RUN/checkpoint-N)",
@@ -68,12 +58,12 @@ def test_overwrite_refuses_to_delete_what_no_run_wrote(finished, where):
 @pytest.mark.parametrize("model", ["RUN", "RUN/checkpoint-1"])
 def test_overwrite_never_deletes_the_model_the_run_starts_from(finished, model):
     given = str(finished) if model == "RUN" else str(finished / "checkpoint-1")
-    before = snapshot(finished)
+    before = folder_bytes(finished)
     with pytest.raises(RunFolderError, match=rf"^--overwrite would delete the run in {finished}, which --model {given} "
                                              rf"reads \(the new run would start from what it deletes\); copy it out of "
                                              rf"{finished} first, or choose another --output-dir$"):
-        Trainer(small_config(finished, max_steps=1, overwrite=True, model=given), **parts())
-    assert snapshot(finished) == before
+        Trainer(small_config(finished, max_steps=1, overwrite=True, model=given), **tiny_parts())
+    assert folder_bytes(finished) == before
 
 
 @pytest.mark.fault("the run folder's lock file deleted while a run trains, then a second train into the folder",
@@ -83,13 +73,13 @@ def test_deleting_files_in_a_run_folder_never_lets_a_second_writer_in(tmp_path):
     from reinforce_ada.runs.lock import RunLock
 
     out = tmp_path / "run"
-    first = Trainer(small_config(out, max_steps=1), **parts())  # holds the folder, as a training run does
+    first = Trainer(small_config(out, max_steps=1), **tiny_parts())  # holds the folder, as a training run does
     for path in out.iterdir():  # whatever file the lock might live in
         path.unlink() if path.is_file() else shutil.rmtree(path)
     with pytest.raises(RunFolderError, match=rf"{out} is in use by another training run \(process {os.getpid()} "
                                              rf"holds it\)"):
         RunLock(out)
     with pytest.raises(RunFolderError, match="in use by another training run"):
-        Trainer(small_config(out, max_steps=1, overwrite=True), **parts())
+        Trainer(small_config(out, max_steps=1, overwrite=True), **tiny_parts())
     first.train()
     RunLock(out).release()  # free once the run has ended

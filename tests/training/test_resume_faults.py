@@ -144,9 +144,9 @@ def test_a_checkpoint_without_a_valid_manifest_is_refused_unless_accepted(finish
     weights.write_bytes(bytes(data))
     before = snapshot(finished)
     with pytest.raises(CheckpointError, match=r"cannot resume from .*checkpoint-3: .*checkpoint-3/manifest.json is "
-                                              r"missing or lists no files, so the checkpoint's files cannot be checked, "
-                                              r"though its trainer_state.json was written by a version that writes "
-                                              r"one; pass --accept-unverified-checkpoint"):
+                                              r"missing or lists no files, so the checkpoint's files cannot be "
+                                              r"checked, though its trainer_state.json was written by a version that "
+                                              r"writes one; pass --accept-unverified-checkpoint"):
         Trainer(small_config(finished, max_steps=4, resume=True), **parts())
     assert snapshot(finished) == before
     Trainer(small_config(finished, max_steps=4, resume=True, accept_unverified_checkpoint=True), **parts()).train()

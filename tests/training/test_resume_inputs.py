@@ -9,19 +9,8 @@ from pathlib import Path
 import pytest
 
 from reinforce_ada.errors import RunFolderError
-from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.training import Trainer
-from trainer_fixtures import addition_prompts, digit_verifier, small_config
-
-
-def parts(eval_seed=2, model_seed=0):
-    return dict(model=build_tiny_model(seed=model_seed), tokenizer=build_char_tokenizer(),
-                train_prompts=addition_prompts(64, 1), eval_prompts=addition_prompts(8, eval_seed),
-                verifier=digit_verifier)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+from trainer_fixtures import addition_prompts, folder_bytes, small_config, tiny_parts
 
 
 def last_event(folder: Path) -> dict:
@@ -34,15 +23,15 @@ def last_event(folder: Path) -> dict:
                    "different files, exit 0)")
 def test_resume_on_other_held_out_prompts_is_refused_unless_forced(tmp_path):
     out = tmp_path / "run"
-    Trainer(small_config(out, max_steps=2), **parts()).train()
-    before = snapshot(out)
+    Trainer(small_config(out, max_steps=2), **tiny_parts()).train()
+    before = folder_bytes(out)
     with pytest.raises(RunFolderError, match=r"--resume: the held-out prompts \(task arithmetic, test split\) changed "
                                              r"since .*checkpoint-2 was written: 8 rows with SHA-256 \w+\.\.\. then, "
                                              r"8 rows with SHA-256 \w+\.\.\. now; put the original back, pass "
                                              r"--force-resume-changes"):
-        Trainer(small_config(out, max_steps=3, resume=True), **parts(eval_seed=9))
-    assert snapshot(out) == before
-    Trainer(small_config(out, max_steps=3, resume=True, force_resume_changes=True), **parts(eval_seed=9)).train()
+        Trainer(small_config(out, max_steps=3, resume=True), **tiny_parts(eval_seed=9))
+    assert folder_bytes(out) == before
+    Trainer(small_config(out, max_steps=3, resume=True, force_resume_changes=True), **tiny_parts(eval_seed=9)).train()
     event = last_event(out)
     assert event["event"] == "resume" and event["forced"] and set(event["changed"]) == {"held_out", "max_steps"}
 
@@ -54,22 +43,22 @@ def test_resume_on_other_held_out_prompts_is_refused_unless_forced(tmp_path):
 @pytest.mark.parametrize("kl_coef", [0.0, 0.05])
 def test_resume_from_other_start_weights_is_refused(tmp_path, kl_coef):
     out = tmp_path / "run"
-    Trainer(small_config(out, max_steps=2, kl_coef=kl_coef), **parts()).train()
-    before = snapshot(out)
+    Trainer(small_config(out, max_steps=2, kl_coef=kl_coef), **tiny_parts()).train()
+    before = folder_bytes(out)
     changed = r"the start model's weights \(--model injected\) changed since .*checkpoint-2 was written: \d+ tensors "
     kl_refusal = (r"with kl_coef 0.05 the KL term's reference is the start model, so the run cannot continue on "
                   r"other weights: put the original weights back, or start a new run")
     way_out = kl_refusal if kl_coef else r"put the original back, pass --force-resume-changes"
     with pytest.raises(RunFolderError, match=rf"--resume: {changed}.* now; {way_out}"):
-        Trainer(small_config(out, max_steps=3, kl_coef=kl_coef, resume=True), **parts(model_seed=5))
-    assert snapshot(out) == before
+        Trainer(small_config(out, max_steps=3, kl_coef=kl_coef, resume=True), **tiny_parts(model_seed=5))
+    assert folder_bytes(out) == before
     forced = small_config(out, max_steps=3, kl_coef=kl_coef, resume=True, force_resume_changes=True)
     if kl_coef:  # not even when forced
         with pytest.raises(RunFolderError, match=rf"{changed}.* now; {kl_refusal}"):
-            Trainer(forced, **parts(model_seed=5))
-        assert snapshot(out) == before
+            Trainer(forced, **tiny_parts(model_seed=5))
+        assert folder_bytes(out) == before
     else:
-        Trainer(forced, **parts(model_seed=5)).train()
+        Trainer(forced, **tiny_parts(model_seed=5)).train()
         assert "model" in last_event(out)["changed"]
 
 
@@ -80,13 +69,13 @@ def test_resume_on_a_rewritten_memory_seed_is_refused(tmp_path):
     seed.write_text(json.dumps({"key": "k1", "pass_rate": 0.5, "num_samples": 4}) + "\n")
     out = tmp_path / "run"
     sampler = {"memory": {"enabled": True, "seed": str(seed)}}
-    Trainer(small_config(out, max_steps=2, sampler=sampler), **parts()).train()
+    Trainer(small_config(out, max_steps=2, sampler=sampler), **tiny_parts()).train()
     seed.write_text(json.dumps({"key": "k1", "pass_rate": 0.9, "num_samples": 4}) + "\n")
-    before = snapshot(out)
-    with pytest.raises(RunFolderError, match=rf"--resume: the memory seed file \(--sampler.memory.seed {seed}\) changed "
-                                             rf"since .*checkpoint-2 was written: \d+ bytes with SHA-256"):
-        Trainer(small_config(out, max_steps=3, resume=True, sampler=sampler), **parts())
-    assert snapshot(out) == before
+    before = folder_bytes(out)
+    with pytest.raises(RunFolderError, match=rf"--resume: the memory seed file \(--sampler.memory.seed {seed}\) "
+                                             rf"changed since .*checkpoint-2 was written: \d+ bytes with SHA-256"):
+        Trainer(small_config(out, max_steps=3, resume=True, sampler=sampler), **tiny_parts())
+    assert folder_bytes(out) == before
 
 
 @pytest.mark.fault("--resume after a local reward module (`my_rewards.py`) was edited",
@@ -98,9 +87,9 @@ def test_an_edited_local_reward_module_is_warned_about_and_recorded(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "edited_rewards_mod", raising=False)
     out = tmp_path / "run"
-    Trainer(small_config(out, max_steps=2, verifier="edited_rewards_mod:reward"), **parts()).train()
+    Trainer(small_config(out, max_steps=2, verifier="edited_rewards_mod:reward"), **tiny_parts()).train()
     module.write_text(module.read_text() + "# edited\n")
-    Trainer(small_config(out, max_steps=3, resume=True, verifier="edited_rewards_mod:reward"), **parts()).train()
+    Trainer(small_config(out, max_steps=3, resume=True, verifier="edited_rewards_mod:reward"), **tiny_parts()).train()
     assert any(f"the reward function's source file ({module}) changed since" in r.getMessage()
                and "its rewards may differ" in r.getMessage() for r in caplog.records)
     assert "reward_source" in last_event(out)["changed"]

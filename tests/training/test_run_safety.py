@@ -385,8 +385,8 @@ def test_a_users_own_config_json_is_never_overwritten_or_deleted(tmp_path):
     (out / "config.json").write_text('{"my": "settings"}')
     for overwrite in (False, True):
         with pytest.raises(RunFolderError, match=r"project/config.json was not written by a training run, and a run "
-                                                 r"would overwrite it; move it out of .*project first, or choose another "
-                                                 r"--output-dir"):
+                                                 r"would overwrite it; move it out of .*project first, or choose "
+                                                 r"another --output-dir"):
             Trainer(small_config(out, overwrite=overwrite), **setup())
     assert [p.name for p in out.iterdir()] == ["config.json"]
     assert (out / "config.json").read_text() == '{"my": "settings"}'

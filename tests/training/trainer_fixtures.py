@@ -31,3 +31,18 @@ def small_config(folder, **overrides) -> TrainConfig:
     sampler.update(overrides.pop("sampler", {}))
     values.update(overrides, sampler=sampler)
     return TrainConfig(**values)
+
+
+def tiny_parts(model_seed: int = 0, eval_seed: int = 2) -> dict:
+    """What a test passes to ``Trainer``: the tiny model (``model_seed``), its tokenizer, 64 training prompts, 8
+    held-out ones (``eval_seed``) and :func:`digit_verifier`."""
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
+    return dict(model=build_tiny_model(seed=model_seed), tokenizer=build_char_tokenizer(),
+                train_prompts=addition_prompts(64, 1), eval_prompts=addition_prompts(8, eval_seed),
+                verifier=digit_verifier)
+
+
+def folder_bytes(folder) -> dict:
+    """Every file below ``folder`` and its bytes: equal before and after means nothing was written."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
