@@ -94,7 +94,8 @@ def run_jobs(jobs: list[Job], parallel: int, ledger: Path,
     import multiprocessing
 
     queue = list(jobs)
-    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_leave_interrupts_to_the_parent)
     running = {}
     try:
         while queue or running:
@@ -106,12 +107,29 @@ def run_jobs(jobs: list[Job], parallel: int, ledger: Path,
                 job = running.pop(future)
                 done(job, future.result(), len(running), len(queue))
     except BaseException:  # Ctrl-C or a time limit: the runs in flight stop too (a rerun starts them over)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        import signal
+
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        try:
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join(timeout=30)
+            pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         raise
     pool.shutdown()
     return records
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """In a worker: ignore SIGINT. Ctrl-C (or ``timeout --signal=INT``) reaches the whole process group; the parent
+    stops the runs in flight itself, so an idle worker must not print a KeyboardInterrupt traceback of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def read_run(folder: Path) -> dict[str, Any]:

@@ -196,3 +196,41 @@ def test_report_rules_by_hand():
     assert fast["steps_to_baseline_final"]["ratio"] == pytest.approx(0.5)
     assert fast["tokens_ratio"] == 1.0 and fast["seconds_ratio"] == 3.0
     assert math.isnan(report["strategies"]["grpo"]["zero_variance"])
+
+
+@pytest.mark.slow
+def test_an_interrupt_to_the_whole_process_group_ends_in_one_line(tmp_path):
+    """Ctrl-C on a terminal (or `timeout --signal=INT`) reaches compare and its worker processes alike: the parent
+    stops the runs in flight and says so in one line; no worker, idle or busy, prints a KeyboardInterrupt traceback,
+    and a second interrupt does not cut the clean-up short."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "cmp"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reinforce_ada.cli", "compare", "--strategies", "quick=grpo --max-steps 2",
+         "long=ada-balanced --max-steps 400", "--lrs", "1e-3", "--seeds", "0", "--eval-steps", "200",
+         "--num-threads", "1", "--parallel", "3", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, start_new_session=True)
+    try:  # interrupted once the quick run has finished (its worker idle) while the other trains
+        quick, busy = out / "quick-lr0.001-seed0" / "summary.json", out / "long-lr0.001-seed0" / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (quick.exists() and busy.exists() and busy.read_text().count("\n") >= 2):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.5)
+        time.sleep(1)
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode in (130, -signal.SIGINT), err  # exit 130, or the second interrupt's own end (a shell
+    # shows both as 130)
+    assert "interrupted: reinforce-ada compare stopped" in err
+    assert "Traceback" not in err, err
