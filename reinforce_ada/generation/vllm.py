@@ -40,9 +40,11 @@ vLLM is an optional dependency: ``pip install reinforce-ada[vllm]`` (on a CPU: `
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
+import time
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -51,13 +53,24 @@ from reinforce_ada.generation.prompting import check_sampling_params, encode_pro
 from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
                                                    servable_checkpoint, weight_sync_path)
 from reinforce_ada.sampling.protocols import GenerationRequest
-from reinforce_ada.types import Completion
+from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MEMORY_SHARE", "VLLMGenerator", "named_weights"]
 
 _INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
+class _PreparedRequestNotice(logging.Filter):
+    """Drops vLLM's one-time notice that passing a prepared ``EngineCoreRequest`` to ``LLMEngine.add_request`` is
+    deprecated: :meth:`VLLMGenerator.submit` does so on purpose (a prompt's request is prepared once and copied per
+    sample, as vLLM does for ``n > 1``), and the notice is addressed to this library, not to whoever runs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Passing EngineCoreRequest to LLMEngine")
+
+
+_STREAM_SEEDS = 1 << 20  # streaming samples' seeds: SeedSequence([seed, this, block]), apart from the rounds' calls
+_SEED_BLOCK = 1024
 DEFAULT_MEMORY_SHARE = {"gpu": 0.4, "cpu": 0.1}
 """``gpu_memory_utilization`` when none is given: on a GPU, of its memory; on vLLM's CPU platform, of the RAM (module
 doc)."""
@@ -147,6 +160,12 @@ class VLLMGenerator:
         self.enable_sleep_mode = enable_sleep_mode
         self.sleep_level = sleep_level
         self.num_calls = 0
+        self.num_aborted = 0
+        """Streaming samples aborted because their prompt exited (:meth:`cancel`)."""
+        self._num_submitted = 0
+        self._pending: dict[str, tuple[str, Any]] = {}  # vLLM's request id -> (the sampler's request id, prompt id)
+        self._engine_ids: dict[str, str] = {}  # the sampler's request id -> vLLM's
+        self._prompt_requests: dict[Any, tuple[Prompt, Any]] = {}  # prompt id -> (prompt, vLLM's request)
         self._weights_asleep = False
         self._kv_cache_asleep = False
         self._weights_discarded = False
@@ -193,6 +212,69 @@ class VLLMGenerator:
         for i, result in zip(live, results):
             outputs[i] = [self._completion(requests[i].prompt.prompt_id, sample) for sample in result.outputs]
         return outputs
+
+    # -- the streaming sampler's stepped engine ---------------------------------------------------------------------
+    def submit(self, prompt: Prompt, request_id: str) -> None:
+        """Add one sample of ``prompt`` to the engine (a request with ``n=1``); :meth:`step` returns it once finished
+        (:class:`~reinforce_ada.sampling.streaming.SteppedEngine`)."""
+        if not self._pending:
+            self._wake_for_sampling()
+        if self._num_submitted == 0:
+            logging.getLogger("vllm.v1.engine.llm_engine").addFilter(_PreparedRequestNotice())
+        key = f"{request_id}#{self._num_submitted}"  # vLLM's id: unique for the engine's life
+        seed = None
+        if self.seed is not None:  # drawn in blocks: a SeedSequence per sample costs as much as adding the request
+            if self._num_submitted % _SEED_BLOCK == 0:
+                self._stream_seeds = np.random.SeedSequence(
+                    [self.seed, _STREAM_SEEDS, self._num_submitted // _SEED_BLOCK]).generate_state(_SEED_BLOCK)
+            seed = int(self._stream_seeds[self._num_submitted % _SEED_BLOCK] % (2**31 - 1))
+        self._num_submitted += 1
+        self.llm.llm_engine.add_request(key, self._request(prompt, key, seed), None)
+        self._pending[key] = (request_id, prompt.prompt_id)
+        self._engine_ids[request_id] = key
+
+    def step(self) -> list[tuple[str, Completion]]:
+        """One engine step; the samples it finished, as ``(request_id, completion)``."""
+        if not self._pending:
+            return []
+        finished = []
+        for output in self.llm.llm_engine.step():
+            if output.finished and output.request_id in self._pending:
+                request_id, prompt_id = self._pending.pop(output.request_id)
+                del self._engine_ids[request_id]
+                finished.append((request_id, self._completion(prompt_id, output.outputs[0])))
+        return finished
+
+    def cancel(self, request_ids: Sequence[str]) -> None:
+        """Abort submitted samples that are no longer wanted (their prompt exited); finished ones are ignored."""
+        keys = [self._engine_ids.pop(request_id) for request_id in request_ids if request_id in self._engine_ids]
+        for key in keys:
+            del self._pending[key]
+        if keys:
+            self.llm.llm_engine.abort_request(keys)
+            self.num_aborted += len(keys)
+
+    def _request(self, prompt: Prompt, key: str, seed: int | None) -> Any:
+        """vLLM's request for one sample of ``prompt``: a copy of the prompt's request, processed once (its token
+        ids, checked sampling parameters), under its own id and seed -- what vLLM itself does for the ``n`` samples
+        of one request, here per sample so that each finishes, and is aborted, on its own."""
+        cached = self._prompt_requests.get(prompt.prompt_id)
+        if cached is None or cached[0] is not prompt:
+            from vllm.inputs.engine import tokens_input
+
+            engine = self.llm.llm_engine
+            ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template)
+            processed = engine.input_processor.process_inputs(
+                "prompt", tokens_input(ids), self._sampling_params(1, None, final_only=True),
+                supported_tasks=engine.get_supported_tasks())
+            cached = self._prompt_requests[prompt.prompt_id] = (prompt, processed)
+        request = copy.copy(cached[1])
+        request.request_id = key
+        request.arrival_time = time.time()
+        if seed is not None:
+            request.sampling_params = copy.copy(request.sampling_params)
+            request.sampling_params.seed = seed
+        return request
 
     # -- weights and memory -----------------------------------------------------------------------------------------
     def load_weights(self, model: Any) -> int:
@@ -280,11 +362,16 @@ class VLLMGenerator:
             return None
         return np.random.SeedSequence([self.seed, self.num_calls]).generate_state(num) % (2**31 - 1)
 
-    def _sampling_params(self, n: int, seed: int | None) -> Any:
+    def _sampling_params(self, n: int, seed: int | None, final_only: bool = False) -> Any:
         kwargs: dict[str, Any] = dict(n=n, temperature=self.temperature, top_p=self.top_p,
-                                      max_tokens=self.max_new_tokens, logprobs=0 if self.logprobs else None)
+                                      max_tokens=self.max_new_tokens, logprobs=0 if self.logprobs else None,
+                                      detokenize=False, skip_clone=True)
         if seed is not None:
             kwargs["seed"] = seed
+        if final_only:
+            from vllm.sampling_params import RequestOutputKind
+
+            kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY
         return self._sampling_params_cls(**kwargs)
 
     def _completion(self, prompt_id: Any, sample: Any) -> Completion:

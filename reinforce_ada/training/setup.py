@@ -118,11 +118,6 @@ def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
         options["max_batch_size"] = cfg.generation_batch_size
-    elif cfg.sampler.mode == "streaming":  # vLLM's AsyncLLM: requests scored as they finish, aborted when not needed
-        from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
-
-        return VLLMAsyncEngine.for_model(model, tokenizer, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                                         dtype=cfg.dtype, **options)
     else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns
         options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype,
                        enable_sleep_mode=True)  # free the engine's GPU memory while the policy trains (if it can)

@@ -141,6 +141,28 @@ def test_the_direct_load_path_is_not_valid_on_the_cpu_and_the_reload_recovers(be
     assert largest_mismatch(generator, model, tokenizer) <= EXACT
 
 
+def test_stepped_samples_finish_on_their_own_and_cancelled_ones_are_aborted(bed):
+    generator, model, tokenizer = bed
+    prompt = Prompt("s", "3+4=")
+    ids = [f"s{i}" for i in range(8)]
+    for request_id in ids:
+        generator.submit(prompt, request_id)
+    finished = dict(generator.step())  # the prefill and each sample's first token
+    cancelled = [request_id for request_id in ids[::2] if request_id not in finished]
+    assert cancelled
+    generator.cancel(cancelled)
+    for _ in range(MAX_NEW_TOKENS + 2):
+        finished.update(generator.step())
+    assert sorted(finished) == sorted(set(ids) - set(cancelled))  # a cancelled sample never comes back
+    assert not generator.llm.llm_engine.has_unfinished_requests()
+    prompt_ids = encode_prompt(tokenizer, prompt, False)
+    for c in finished.values():
+        ids_ = torch.tensor([prompt_ids + list(c.token_ids)])
+        with torch.no_grad():
+            trainer, _ = token_logprobs(model, ids_, torch.ones_like(ids_), 1.0)
+        assert float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()) <= EXACT
+
+
 def test_close_shuts_the_engine_down_and_removes_its_folder(bed):
     generator, _, _ = bed
     folder = generator.model_path

@@ -71,6 +71,47 @@ class TokenEngine:
         return dict(after)
 
 
+class SteppedTokenEngine(TokenEngine):
+    """:class:`TokenEngine`'s samples (same lengths and labels) on the stepped interface the colocated vLLM engine
+    offers: ``submit`` queues a sample, each ``step`` generates one token of every queued sample and returns those
+    that finished, ``cancel`` drops samples (``cancelled`` counts them)."""
+
+    def __init__(self, min_tokens: int = 3, max_tokens: int = 30):
+        super().__init__(min_tokens, max_tokens)
+        self.running: dict[str, list] = {}  # request id -> [prompt, tokens left]
+        self.cancelled = 0
+        self.num_steps = 0
+
+    async def complete(self, prompt: Prompt, request_id: str) -> Completion:  # pragma: no cover - not this interface
+        raise AssertionError("a stepped engine is driven through submit/step/cancel")
+
+    def submit(self, prompt: Prompt, request_id: str) -> None:
+        assert request_id not in self.running, request_id
+        self.request_ids.append(request_id)
+        self.started[prompt.prompt_id] += 1
+        length = self.min_tokens + int(unit_hash("len", sample_name(request_id)) * (self.max_tokens - self.min_tokens + 1))
+        self.running[request_id] = [prompt, length]
+
+    def step(self) -> list[tuple[str, Completion]]:
+        self.num_steps += 1
+        done = []
+        for request_id, entry in list(self.running.items()):
+            prompt = entry[0]
+            self.log.append(("token", prompt.prompt_id))
+            self.tokens[prompt.prompt_id] += 1
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self.running[request_id]
+                self.finished[prompt.prompt_id] += 1
+                done.append((request_id, Completion(prompt.prompt_id, f"{label_for(prompt, request_id)}|{request_id}")))
+        return done
+
+    def cancel(self, request_ids) -> None:
+        for request_id in request_ids:
+            if self.running.pop(request_id, None) is not None:
+                self.cancelled += 1
+
+
 class FakeOpenAIServer:
     """A small OpenAI-compatible ``/v1/completions`` server on 127.0.0.1 with injectable failures.
 
