@@ -41,7 +41,7 @@ from reinforce_ada.training.checkpoint import (add_final_evaluation, jsonable, l
                                                write_checkpoint)
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, reference_model,
                                           resolve_device, seed_everything, wrap_lora)
-from reinforce_ada.training.update import ppo_update, sequences
+from reinforce_ada.training.update import evaluation_mismatch, ppo_update, sequences
 from reinforce_ada.training.metrics import MetricsWriter
 from reinforce_ada.types import Prompt
 from reinforce_ada.verifiers.registry import verifier_stats
@@ -128,8 +128,11 @@ class Trainer:
             if self.ref_model is not None:
                 self.ref_model.to(self.device)
 
-        self.generator = generator if generator is not None else make_generator(cfg, model, tokenizer)
-        self.sampler = build_sampler(cfg.sampler_config(), self.generator, self.verifier)
+        self._generator = generator if generator is not None else make_generator(cfg, model, tokenizer)
+        self._weights_version = 0  # counts the updates of the model's weights
+        self._synced_version: int | None = None  # the version the generator holds (None: not synced yet)
+        self.eval_metrics: dict[str, float] = {}  # the last evaluation's eval/* metrics
+        self.sampler = build_sampler(cfg.sampler_config(), self._generator, self.verifier)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         warmup = cfg.warmup_steps
@@ -207,7 +210,7 @@ class Trainer:
         if self.accuracy_before is None and self.eval_prompts:
             self.accuracy_before = self.evaluate()
             self.accuracy_history.append((0, self.accuracy_before))
-            writer.write({"step": 0, "eval/accuracy": self.accuracy_before, "total_samples": 0})
+            writer.write({"step": 0, **self.eval_metrics, "total_samples": 0})
             logger.info("held-out sampled accuracy before training: %.1f%%", 100 * self.accuracy_before)
         progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True)
         try:
@@ -215,8 +218,8 @@ class Trainer:
                 metrics = self.train_step()
                 if cfg.eval_steps and self.step % cfg.eval_steps == 0 and self.step < cfg.max_steps and \
                         self.eval_prompts:
-                    metrics["eval/accuracy"] = self.evaluate()
-                    self.accuracy_history.append((self.step, metrics["eval/accuracy"]))
+                    self.accuracy_history.append((self.step, self.evaluate()))
+                    metrics.update(self.eval_metrics)
                 writer.write(metrics)
                 progress.update(1)
                 progress.set_postfix(reward=f"{metrics['sampling/reward_mean']:.2f}",
@@ -239,8 +242,7 @@ class Trainer:
             if self.eval_prompts:
                 accuracy_after = self.evaluate()
                 self.accuracy_history.append((self.step, accuracy_after))
-                writer.write({"step": self.step, "eval/accuracy": accuracy_after,
-                              "total_samples": self.totals["samples"]})
+                writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
                 # ... and the evaluation with the RNG state after it, for a run that extends this one
                 add_final_evaluation(checkpoint, accuracy_after, self._verifier_counters())
         writer.close()
@@ -274,8 +276,7 @@ class Trainer:
         cfg = self.config
         started = time.perf_counter()
         self.verifier.start_window()
-        if hasattr(self.generator, "load_weights") and cfg.generator != "hf":
-            self.generator.load_weights(self.model)
+        self._sync_generator()
         if cfg.strategy == "dapo":
             batch = self.sampler.sample(self.stream)
         else:
@@ -285,8 +286,8 @@ class Trainer:
         sampled = time.perf_counter()
         check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
-        if hasattr(self.generator, "sleep"):
-            self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
+        if hasattr(self._generator, "sleep"):
+            self._generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
         seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids)
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs["advantages"],
@@ -328,27 +329,60 @@ class Trainer:
 
     def _update(self, seq: dict[str, Any]) -> dict[str, float]:
         """``ppo_epochs`` passes of PPO-clip over the step's sequences (see :func:`.update.ppo_update`)."""
-        return ppo_update(self.model, self.ref_model, self.optimizer, self.scheduler, seq, self.config, self.device,
-                          self.step, self.totals)
+        metrics = ppo_update(self.model, self.ref_model, self.optimizer, self.scheduler, seq, self.config,
+                             self.device, self.step, self.totals)
+        self._weights_version += 1
+        return metrics
+
+    # -- the generator and the weights it samples from ---------------------------------------------------------------
+    @property
+    def generator(self) -> Any:
+        """The generation backend, holding the weights being trained: an engine with weights of its own (vLLM, a
+        server) is synced to the trainer's model first when they changed since its last sync -- so the held-out
+        evaluation, ``evaluate``/``estimate_pass_rates`` called on a live trainer's generator, or anything else that
+        samples from ``trainer.generator`` sees the current policy."""
+        self._sync_generator()
+        return self._generator
+
+    def _sync_generator(self) -> None:
+        """Push the model's weights into the generator if they changed since it last took them (the ``hf`` backend
+        samples the live model itself and has nothing to sync)."""
+        if self._synced_version == self._weights_version or self.config.generator == "hf":
+            return
+        if hasattr(self._generator, "load_weights"):
+            self._generator.load_weights(self.model)
+        self._synced_version = self._weights_version
 
     # -- evaluation -------------------------------------------------------------------------------------------------
     def evaluate(self) -> float:
-        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive.
+        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive, sampled
+        from the weights being trained (the generator is synced first); its metrics, with the generator's
+        rollout/trainer mismatch on these samples, are kept in :attr:`eval_metrics`.
 
-        Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them."""
+        Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them, or
+        when the generator's log-probabilities show it sampled from other weights (the training steps' check)."""
+        where = f"held-out evaluation at step {self.step}"
+        generator = self.generator  # synced to the current weights
         self.verifier.start_window()
-        counts = sampled_accuracy(self.generator, self.verifier, self.eval_prompts, self.config.eval_samples,
+        counts = sampled_accuracy(generator, self.verifier, self.eval_prompts, self.config.eval_samples,
                                   self.config.positive_threshold)
-        check_verifier_failures(f"held-out evaluation at step {self.step}", counts.num_verifier_failures,
-                                counts.num_samples, self.config.max_verifier_failure_rate, self.verifier)
+        check_verifier_failures(where, counts.num_verifier_failures, counts.num_samples,
+                                self.config.max_verifier_failure_rate, self.verifier)
+        mismatch = {}
+        if self.config.generator != "hf":  # an engine with weights of its own: check it sampled from the model's
+            rows = [(self._prompt_token_ids(p), c) for p, outputs in zip(self.eval_prompts, counts.outputs)
+                    for c in outputs]
+            mismatch = evaluation_mismatch(self.model, rows, self.tokenizer.pad_token_id, self.config, self.device,
+                                           where)
+        self.eval_metrics = {"eval/accuracy": counts.accuracy, **mismatch}
         return counts.accuracy
 
     def close(self) -> None:
         """Release the generator (a vLLM engine and the checkpoint folder it was built from) and the run folder;
         the trainer cannot sample afterwards."""
         self._lock.release()
-        if callable(getattr(self.generator, "close", None)):
-            self.generator.close()
+        if callable(getattr(self._generator, "close", None)):
+            self._generator.close()
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:

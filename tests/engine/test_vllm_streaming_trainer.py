@@ -13,18 +13,13 @@ pytestmark = pytest.mark.vllm
 import torch  # noqa: E402
 
 
-from test_vllm_trainer import STEPS, train_briefly  # noqa: E402
-
-
-def first_digit_verifier(prompts, completions):
-    """The parity of the first sampled token: mixed rewards in (almost) every group, so every step updates (an
-    answer-based reward left a 3-step run without signal once)."""
-    return [1.0 if c.token_ids and c.token_ids[0] % 2 else 0.0 for c in completions]
+from test_vllm_trainer import (STEPS, check_every_evaluation_sampled_the_weights_it_reports,  # noqa: E402
+                               first_token_parity, step_records, train_briefly)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    trainer, *rest = train_briefly(tmp_path_factory.mktemp("vllm-streaming-train"), first_digit_verifier,
+    trainer, *rest = train_briefly(tmp_path_factory.mktemp("vllm-streaming-train"), first_token_parity,
                                    mode="streaming")
     yield trainer, *rest
     trainer.close()
@@ -33,7 +28,8 @@ def run(tmp_path_factory):
 def test_the_streaming_run_steps_the_colocated_engine(run):
     from reinforce_ada.generation.vllm import VLLMGenerator
 
-    trainer, summary, steps, before = run
+    trainer, summary, records, before = run
+    steps = step_records(records)
     assert isinstance(trainer.generator, VLLMGenerator) and trainer.sampler.engine is trainer.generator
     assert trainer.generator._num_submitted > 0  # the sampler's samples went in one request each
     assert not trainer.generator.llm.llm_engine.has_unfinished_requests()  # and none is left running
@@ -43,10 +39,14 @@ def test_the_streaming_run_steps_the_colocated_engine(run):
 
 
 def test_every_step_logs_a_float32_mismatch(run):
-    _, _, steps, _ = run
-    for r in steps:
+    _, _, records, _ = run
+    for r in step_records(records):
         assert r["mismatch/num_tokens"] > 0
         assert r["mismatch/logprob_diff_max"] <= 1e-4, r
+
+
+def test_every_evaluation_samples_the_weights_it_reports(run):
+    check_every_evaluation_sampled_the_weights_it_reports(run[2])
 
 
 def test_an_engine_whose_sync_stops_taking_effect_stops_the_streaming_run(run):
