@@ -23,11 +23,16 @@ included: vLLM reserves ``share x RAM - (what the process holds already)`` for t
 that is not positive; the CPU default is 0.1 (vLLM's own default, 0.92, does not start on a shared machine).
 ``VLLM_CPU_KVCACHE_SPACE`` (GiB) sets the CPU KV cache directly instead.
 
-Sleep mode (``enable_sleep_mode=True``) frees the engine's GPU memory while the trainer runs: call :meth:`sleep`
-after sampling; :meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default)
-the weights are discarded while asleep, which is free because they are overwritten by the next sync anyway; a
-``generate`` after such a sleep re-pushes the weights of the model this generator was built with. Where vLLM's
-platform has no sleep mode (the CPU), asking for it logs a warning and the engine is built without it.
+Sleep mode frees the engine's GPU memory while the trainer runs: call :meth:`sleep` after sampling;
+:meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default) the weights are
+discarded while asleep, which is free because they are overwritten by the next sync anyway; a ``generate`` after such
+a sleep re-pushes the weights of the model this generator was built with. ``enable_sleep_mode=None`` (the default)
+turns it on where vLLM's platform has it (not on the CPU); ``True`` where it has none is an error.
+
+Before the engine is built, its settings are checked against the model and the platform
+(:func:`~reinforce_ada.generation.vllm_checks.check_engine_setup`: the memory share, the head size, sleep mode), and
+a start failure of vLLM's is turned into one line naming the setting
+(:func:`~reinforce_ada.generation.vllm_checks.engine_start_error`).
 
 Per request, ``generate`` asks for ``SamplingParams(n=num_samples, temperature, top_p, max_tokens, logprobs=0, seed)``
 on the prompt's token ids from :func:`~reinforce_ada.generation.prompting.encode_prompt` (the same ids the HF backend
@@ -50,6 +55,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
+from reinforce_ada.generation.vllm_checks import check_engine_setup, engine_start_error
 from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
                                                    servable_checkpoint, weight_sync_path)
 from reinforce_ada.sampling.protocols import GenerationRequest
@@ -112,8 +118,8 @@ class VLLMGenerator:
         dtype: the engine's weight dtype (``"auto"``: the checkpoint's).
         max_model_len: the longest prompt + completion the engine serves (``None``: the model's
             ``max_position_embeddings``).
-        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs (a warning, and
-            off, where vLLM's platform has no sleep mode).
+        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs (``None``: where
+            vLLM's platform has sleep mode; ``True`` where it has none: :class:`EngineSetupError`).
         sleep_level: 1 offloads the weights to CPU memory, 2 discards them (they are re-pushed before sampling).
         logprobs: ask vLLM for the sampled tokens' log-probabilities (``SamplingParams.logprobs=0``).
         logprobs_mode: vLLM's ``logprobs_mode`` engine option (``None``: the engine's default).
@@ -127,7 +133,7 @@ class VLLMGenerator:
     def __init__(self, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
                  temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
                  seed: int | None = None, gpu_memory_utilization: float | None = None, dtype: str = "auto",
-                 max_model_len: int | None = None, enable_sleep_mode: bool = False, sleep_level: int = 2,
+                 max_model_len: int | None = None, enable_sleep_mode: bool | None = None, sleep_level: int = 2,
                  logprobs: bool = True, logprobs_mode: str | None = "processed_logprobs",
                  enable_prefix_caching: bool = True, weight_sync: str = "auto",
                  engine_kwargs: dict[str, Any] | None = None):
@@ -139,18 +145,20 @@ class VLLMGenerator:
         vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
         platform = _current_platform(vllm)
         self.weight_sync = weight_sync_path(weight_sync, platform)
-        if enable_sleep_mode and not platform.is_sleep_mode_available():
-            logger.warning("vLLM's %s platform has no sleep mode; the engine keeps its memory while the policy "
-                           "trains", getattr(platform, "device_name", "current"))
-            enable_sleep_mode = False
         if gpu_memory_utilization is None:
             gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
-
         self.model = None if isinstance(model, (str, os.PathLike)) else model
-        self.tokenizer = tokenizer
-        self.model_path, self._owned_folder = servable_checkpoint(model, tokenizer, model_path)
         if max_model_len is None and self.model is not None:
             max_model_len = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: direct weight loading
+        check_engine_setup(platform, model_path or model, memory_share=gpu_memory_utilization, dtype=dtype,
+                           max_model_len=max_model_len, sleep_mode=enable_sleep_mode,
+                           in_this_process=os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0")
+        if enable_sleep_mode is None:  # where the platform has it
+            enable_sleep_mode = bool(platform.is_sleep_mode_available())
+
+        self.tokenizer = tokenizer
+        self.model_path, self._owned_folder = servable_checkpoint(model, tokenizer, model_path)
         self.max_new_tokens = max_new_tokens
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -171,7 +179,6 @@ class VLLMGenerator:
         self._weights_discarded = False
         self._sampling_params_cls = vllm.SamplingParams
 
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: direct weight loading
         llm_kwargs: dict[str, Any] = dict(model=self.model_path, dtype=dtype,
                                           gpu_memory_utilization=gpu_memory_utilization,
                                           max_model_len=max_model_len, enable_sleep_mode=enable_sleep_mode,
@@ -185,6 +192,9 @@ class VLLMGenerator:
                     gpu_memory_utilization, self.weight_sync)
         try:
             self.llm = vllm.LLM(**llm_kwargs)
+        except Exception as err:  # vLLM's own start failures: one line naming the setting
+            self.close()
+            raise engine_start_error(err, self.model_path) from err
         except BaseException:
             self.close()
             raise

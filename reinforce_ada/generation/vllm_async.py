@@ -195,6 +195,11 @@ class VLLMAsyncEngine:
 
         try:
             engine = loop.run(build())
+        except Exception as err:  # vLLM's own start failures: one line naming the setting
+            loop.close()
+            from reinforce_ada.generation.vllm_checks import engine_start_error
+
+            raise engine_start_error(err, model_path) from err
         except BaseException:
             loop.close()
             raise
@@ -216,6 +221,7 @@ class VLLMAsyncEngine:
         ``reload`` weight sync there, ``max_model_len`` from the model)."""
         from reinforce_ada.generation.prompting import check_sampling_params
         from reinforce_ada.generation.vllm import DEFAULT_MEMORY_SHARE, _current_platform
+        from reinforce_ada.generation.vllm_checks import check_engine_setup
         from reinforce_ada.generation.vllm_weights import servable_checkpoint, weight_sync_path
 
         check_sampling_params(max_new_tokens, temperature, top_p)
@@ -226,6 +232,8 @@ class VLLMAsyncEngine:
         live = None if isinstance(model, (str, os.PathLike)) else model
         if max_model_len is None and live is not None:
             max_model_len = getattr(getattr(live, "config", None), "max_position_embeddings", None)
+        check_engine_setup(platform, model_path or model, memory_share=gpu_memory_utilization, dtype=dtype,
+                           max_model_len=max_model_len, in_this_process=False)  # AsyncLLM: its own processes
         checkpoint, folder = servable_checkpoint(model, tokenizer, model_path)
         if logprobs_mode is not None:  # log-probs after temperature / top-p, what the trainer computes
             engine_kwargs["logprobs_mode"] = logprobs_mode

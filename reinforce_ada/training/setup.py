@@ -118,7 +118,7 @@ def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
         options["max_batch_size"] = cfg.generation_batch_size
-    else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns
-        options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype,
-                       enable_sleep_mode=True)  # free the engine's GPU memory while the policy trains (if it can)
+    else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns;
+        # sleep mode (the engine's GPU memory freed while the policy trains) where the platform has it
+        options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype)
     return get_generator(cfg.generator, model, tokenizer, **options)

@@ -267,7 +267,7 @@ def test_sleep_mode_wakes_and_resyncs(fake_vllm, tokenizer):
 
 
 def test_sleep_is_a_no_op_without_sleep_mode(fake_vllm, tokenizer):
-    gen = VLLMGenerator("ckpt", tokenizer)
+    gen = VLLMGenerator("ckpt", tokenizer, enable_sleep_mode=False)
     gen.sleep()
     gen.generate([GenerationRequest(Prompt("a", "1="), 1)])
     assert FakeLLM.instances[-1].events == ["generate"]
@@ -329,8 +329,12 @@ def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, to
 
 
 @pytest.fixture
-def cpu_platform(fake_vllm):
+def cpu_platform(fake_vllm, monkeypatch):
+    from reinforce_ada.generation import vllm_checks
+
     fake_vllm.platforms = SimpleNamespace(current_platform=FakePlatform(cpu=True))
+    monkeypatch.setattr(vllm_checks, "_memory", lambda platform: (64 << 30, 60 << 30))  # room for the 0.1 share
+    monkeypatch.setattr(vllm_checks, "_held_by_this_process", lambda: 1 << 30)
     return fake_vllm
 
 
@@ -338,20 +342,26 @@ def test_on_the_cpu_platform_the_defaults_suit_it_and_an_in_memory_model_is_writ
                                                                                           caplog):
     import os
 
+    from reinforce_ada.generation.vllm_checks import EngineSetupError
+
     model = build_tiny_model(num_heads=2)  # built in memory: no checkpoint folder of its own
+    with pytest.raises(EngineSetupError, match="enable_sleep_mode=True: vLLM's cpu platform has no sleep mode"):
+        VLLMGenerator(model, tokenizer, enable_sleep_mode=True)  # asked for where there is none: before building
+    assert not FakeLLM.instances
     with caplog.at_level("WARNING", logger="reinforce_ada.generation.vllm"):
-        gen = VLLMGenerator(model, tokenizer, enable_sleep_mode=True)
+        gen = VLLMGenerator(model, tokenizer)  # not asked for: off on the CPU, quietly
     kwargs = FakeLLM.instances[-1].kwargs
     assert (gen.weight_sync, gen.enable_sleep_mode, kwargs["enable_sleep_mode"]) == ("reload", False, False)
-    assert "has no sleep mode" in caplog.text
+    assert not [r for r in caplog.records if r.name.startswith("reinforce_ada")]
     assert kwargs["gpu_memory_utilization"] == 0.1 and kwargs["max_model_len"] == model.config.max_position_embeddings
     folder = kwargs["model"]
     assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(os.listdir(folder))
     gen.close()
     assert not os.path.exists(folder)
     cpu_platform.platforms.current_platform = FakePlatform(cpu=False)
-    gpu = VLLMGenerator("ckpt", tokenizer)  # a GPU platform: direct sync, the GPU share
+    gpu = VLLMGenerator("ckpt", tokenizer)  # a GPU platform: direct sync, the GPU share, sleep mode
     assert gpu.weight_sync == "direct" and FakeLLM.instances[-1].kwargs["gpu_memory_utilization"] == 0.4
+    assert gpu.enable_sleep_mode is True
 
 
 def test_the_reload_path_uses_vllms_reload_then_reprocesses_tied_layers(cpu_platform, tokenizer):
