@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # httpx logs every request it sends (a server-backed run sends thousands)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     from reinforce_ada.training.guards import RunStopped
 
     try:

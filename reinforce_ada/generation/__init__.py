@@ -11,6 +11,8 @@ name       class                                       when
 ``hf``     :class:`~reinforce_ada.generation.hf.HFGenerator`      CPU, tests, small runs; samples the live model
 ``vllm``   :class:`~reinforce_ada.generation.vllm.VLLMGenerator`  GPU runs; an offline vLLM engine in the trainer's
                                                                  process, weights pushed each step
+``openai`` :func:`~reinforce_ada.generation.server.server_generator` a running OpenAI-compatible server (vLLM's),
+                                                                 weights pushed each step unless generation-only
 =========  ==========================================  ======================================================
 
 A new backend registers itself with :func:`register_generator`.
@@ -63,3 +65,12 @@ def get_generator(name: str, model: Any, tokenizer: Any, **options: Any):
 
 register_generator("hf", HFGenerator)
 register_generator("vllm", VLLMGenerator)
+
+
+def _server_generator(model: Any, tokenizer: Any, **options: Any) -> Any:
+    from reinforce_ada.generation.server import server_generator
+
+    return server_generator(model, tokenizer, **options)
+
+
+register_generator("openai", _server_generator)

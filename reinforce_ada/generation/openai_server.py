@@ -45,11 +45,12 @@ Needs ``httpx`` (imported when the first request is made).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from reinforce_ada.sampling.protocols import (
     FatalGenerationError,
@@ -58,6 +59,8 @@ from reinforce_ada.sampling.protocols import (
     PartialGenerationError,
     is_transient,
 )
+from reinforce_ada.generation.liveness import Liveness, ServerUnreachable
+from reinforce_ada.generation.openai_answers import MissingTokenIdsError, check_token_ids, completion_of
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -113,7 +116,9 @@ class OpenAICompletionsEngine:
                  top_p: float = 1.0, stop: list[str] | None = None, api_key: str | None = None,
                  timeout_s: float = 600.0, max_attempts: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 16.0,
                  max_connections: int = 256, extra_body: dict[str, Any] | None = None, seed: int = 0,
-                 max_n: int = 64, return_logprobs: bool = True):
+                 max_n: int = 64, return_logprobs: bool = True,
+                 prompt_token_ids: Callable[[Prompt], list[int]] | None = None, require_token_ids: bool = False,
+                 dead_after_s: float | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https:// (got {base_url!r})")
         if max_attempts < 1:
@@ -141,6 +146,13 @@ class OpenAICompletionsEngine:
         self.max_n = max_n
         """Most samples in one request; a prompt's samples are sent as ``ceil(k / max_n)`` requests."""
         self.return_logprobs = return_logprobs
+        self.prompt_token_ids = prompt_token_ids
+        """When set, every prompt is sent as these token ids to ``/v1/completions`` (the server samples exactly the
+        prompt the trainer rebuilds)."""
+        self.require_token_ids = require_token_ids
+        """A completion without token ids is a :class:`MissingTokenIdsError` (the trainer trains on token ids)."""
+        self.liveness = Liveness(self.base_url, dead_after_s) if dead_after_s is not None else None
+        """When set, a server that answers nothing for ``dead_after_s`` is dead (:mod:`.liveness`)."""
         self._rng = random.Random(seed)
         self._clients: dict[int, Any] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
@@ -192,11 +204,13 @@ class OpenAICompletionsEngine:
 
     def _payload(self, prompt: Prompt, n: int = 1) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {"model": self.model, "n": n, **self.sampling}
-        chat = not isinstance(prompt.prompt, str)
+        chat = self.prompt_token_ids is None and not isinstance(prompt.prompt, str)
         if self.return_logprobs:
             body["return_token_ids"] = True
             body.update({"logprobs": True, "top_logprobs": 0} if chat else {"logprobs": 0})
         body.update(self.extra_body)
+        if self.prompt_token_ids is not None:
+            return "/v1/completions", {**body, "prompt": self.prompt_token_ids(prompt)}
         if not chat:
             return "/v1/completions", {**body, "prompt": prompt.prompt}
         return "/v1/chat/completions", {**body, "messages": prompt.prompt}
@@ -240,26 +254,34 @@ class OpenAICompletionsEngine:
     async def _request(self, prompt: Prompt, request_ids: list[str]) -> list[Completion]:
         """``len(request_ids)`` completions of ``prompt`` from one request (``n``); a failed attempt is tried again
         when the one retry rule (:func:`~reinforce_ada.sampling.protocols.is_transient`) says it may succeed, up to
-        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once."""
+        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once. With
+        :attr:`liveness`, an attempt that did not reach the server waits until the server answers again (not counted
+        as an attempt) or is dead (:class:`~reinforce_ada.generation.liveness.ServerDeadError`)."""
         path, body = self._payload(prompt, len(request_ids))
         request_id = request_ids[0]
         last: str = ""
+        attempt = 0
         try:
-            for attempt in range(self.max_attempts):
-                if attempt:
-                    self.num_retries += 1
-                    await asyncio.sleep(self._backoff(attempt - 1))
-                self.num_requests += 1
-                try:
-                    completions = await self._attempt(path, body, prompt, request_id)
-                except Exception as err:  # noqa: BLE001 -- the one rule decides what is tried again
-                    if not is_transient(err):
-                        raise
-                    last = str(err)
-                    logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
-                    continue
-                self.num_completions += len(completions)
-                return completions
+            with self.liveness.asking() if self.liveness is not None else contextlib.nullcontext():
+                while attempt < self.max_attempts:
+                    if attempt:
+                        self.num_retries += 1
+                        await asyncio.sleep(self._backoff(attempt - 1))
+                    self.num_requests += 1
+                    try:
+                        completions = await self._attempt(path, body, prompt, request_id)
+                    except Exception as err:  # noqa: BLE001 -- the one rule decides what is tried again
+                        if not is_transient(err):
+                            raise
+                        last = str(err)
+                        logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
+                        if isinstance(err, ServerUnreachable) and self.liveness is not None:
+                            await self.liveness.wait_until_back(self._client(), last)
+                            continue
+                        attempt += 1
+                        continue
+                    self.num_completions += len(completions)
+                    return completions
         except asyncio.CancelledError:
             self.num_cancelled_requests += 1
             raise
@@ -267,9 +289,26 @@ class OpenAICompletionsEngine:
                               f"{self.max_attempts} times; last error: {last}")
 
     async def _within_deadline(self, answer: Awaitable, request_id: str):
-        """``answer`` if it comes within ``timeout_s``; :class:`asyncio.TimeoutError` otherwise. The client's only
-        clock: a test replaces this method to decide by an event, not by wall-clock time, when an answer is late."""
-        return await asyncio.wait_for(answer, self.timeout_s)
+        """``answer`` if it comes within ``timeout_s``; :class:`asyncio.TimeoutError` otherwise. With
+        :attr:`liveness`, the server is asked meanwhile whether it is there at all (a hung server is dead after
+        ``dead_after_s``, not after ``timeout_s``). The client's only clock: a test replaces this method to decide
+        by an event, not by wall-clock time, when an answer is late."""
+        if self.liveness is None:
+            return await asyncio.wait_for(answer, self.timeout_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        task = asyncio.ensure_future(answer)
+        try:
+            while True:
+                await asyncio.wait({task}, timeout=max(0.0, min(self.liveness.probe_every_s, deadline - loop.time())))
+                if task.done():
+                    return task.result()
+                if loop.time() >= deadline:
+                    raise asyncio.TimeoutError
+                await self.liveness.check(self._client())
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def _attempt(self, path: str, body: dict[str, Any], prompt: Prompt, request_id: str) -> list[Completion]:
         """One HTTP request for ``body["n"]`` completions. A failure is raised as the retry rule reads it: a plain
@@ -281,15 +320,20 @@ class OpenAICompletionsEngine:
                 response = await self._within_deadline(
                     self._client().post(path, json=body, headers={"X-Request-Id": request_id}), request_id)
         except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
-            raise GenerationError(f"no complete answer within timeout_s={self.timeout_s:g}") from None
+            raise ServerUnreachable(f"no complete answer within timeout_s={self.timeout_s:g}") from None
         except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
-            raise GenerationError(f"{type(err).__name__}: {err}") from err
+            raise ServerUnreachable(f"{type(err).__name__}: {err}") from err
+        if self.liveness is not None:
+            self.liveness.answered()
         if response.status_code in RETRY_STATUS:
             raise GenerationError(f"HTTP {response.status_code}")
         if response.status_code != 200:
             raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: {response.text[:300]}")
         try:
-            return self._parse(prompt, response.json(), body["n"])
+            data = response.json()
+            if self.require_token_ids:
+                check_token_ids(data, self.base_url)
+            return self._parse(prompt, data, body["n"])
         except (ValueError, KeyError, TypeError, IndexError) as err:
             raise GenerationError(f"malformed response: {err!r}") from err
 
@@ -299,7 +343,7 @@ class OpenAICompletionsEngine:
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
         if len(choices) != n:
             raise ValueError(f"expected {n} choice(s), got {len(choices)}")
-        return [_completion(prompt, choice) for choice in choices]
+        return [completion_of(prompt, choice) for choice in choices]
 
     # -- synchronous Generator protocol -----------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -340,32 +384,10 @@ class OpenAICompletionsEngine:
         outputs = [[x for x in row if isinstance(x, Completion)] for row in results]
         if not errors:
             return outputs
+        fatal = [error for error in errors if isinstance(error, FatalGenerationError)]
+        if fatal:  # a dead server, a request it can never serve: no partial batch, the caller stops
+            raise fatal[0]
         if len(errors) == sum(len(row) for row in results):
             raise errors[0]
         raise PartialGenerationError(f"{len(errors)} of {sum(len(row) for row in results)} samples failed; first: "
                                      f"{errors[0]}", outputs, [len(row) - len(out) for row, out in zip(results, outputs)])
-
-
-def _completion(prompt: Prompt, choice: dict[str, Any]) -> Completion:
-    """One choice of a completions or chat answer as a :class:`Completion`: text, finish reason, and the sampled
-    tokens' ids (``token_ids``, else ``"token_id:N"`` token names) and log-probs when the server sent them."""
-    text = choice["message"]["content"] if "message" in choice else choice["text"]
-    if not isinstance(text, str):
-        raise TypeError(f"completion text is {type(text).__name__}, not str")
-    finish = "length" if choice.get("finish_reason") == "length" else "stop"
-    info = choice.get("logprobs") or {}
-    if "content" in info:  # chat: one entry per token
-        entries = info["content"] or []
-        tokens, logprobs = [e["token"] for e in entries], [e["logprob"] for e in entries]
-    else:  # completions: parallel lists
-        tokens, logprobs = list(info.get("tokens") or []), list(info.get("token_logprobs") or [])
-    token_ids = choice.get("token_ids")
-    if token_ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
-        token_ids = [int(t.removeprefix("token_id:")) for t in tokens]
-    token_ids = [int(t) for t in token_ids or ()]
-    if not logprobs:
-        return Completion(prompt.prompt_id, text, token_ids=tuple(token_ids), finish_reason=finish)
-    if len(logprobs) != len(token_ids) or any(lp is None for lp in logprobs):
-        raise ValueError(f"{len(logprobs)} log-probs for {len(token_ids)} token ids")
-    return Completion(prompt.prompt_id, text, token_ids=tuple(token_ids), logprobs=[float(lp) for lp in logprobs],
-                      finish_reason=finish)

@@ -118,6 +118,9 @@ def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
         options["max_batch_size"] = cfg.generation_batch_size
+    elif cfg.generator == "openai":  # a running server: checked, then its weights pushed each step unless gen-only
+        options.update(base_url=cfg.base_url, served_model=cfg.served_model, generation_only=cfg.generation_only,
+                       dead_after_s=cfg.server_dead_after)
     else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns;
         # sleep mode (the engine's GPU memory freed while the policy trains) where the platform has it
         options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype)

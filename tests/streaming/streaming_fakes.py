@@ -118,15 +118,21 @@ class FakeOpenAIServer:
     ``plan(arrival_index, request_id, attempt)`` returns the action for each request: ``"ok"``, ``"500"``, ``"429"``,
     ``"400"``, ``"drop"`` (close the connection without answering), ``"timeout"`` (answer after ``slow_s``) or
     ``"garbage"`` (200 with a body that is not JSON) or ``"hold"`` (never answer: wait until the server stops; the
-    attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time).
+    attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time),
+    or ``"<status>:<text>"`` (that status with that body). ``GET /health`` answers 200, or never when
+    ``health="hold"`` (a hung server). ``token_ids=False``: completions without token ids (a server that ignores
+    ``return_token_ids``).
     The completion text is ``"<label>|<sample name>"``: the request id for ``n=1``, ``"<request id>#<k>"`` for the
     ``k``-th choice of an ``n``-request. A request asking for log-probs (``logprobs``) gets token ids (the text's
     code points) and made-up log-probs (``-1/(position+1)``).
     """
 
     def __init__(self, plan: Callable[[int, str, int], str] = lambda i, rid, a: "ok", slow_s: float = 0.5,
-                 pass_rates: dict[str, float] | None = None):
+                 pass_rates: dict[str, float] | None = None, health: str = "ok", token_ids: bool = True):
         self.plan = plan
+        self.health = health
+        self.token_ids = token_ids
+        self.health_checks = 0
         self.slow_s = slow_s
         self.pass_rates = pass_rates or {}
         self.lock = threading.Lock()
@@ -144,6 +150,13 @@ class FakeOpenAIServer:
 
             def log_message(self, *args):  # keep test output quiet
                 pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.health_checks += 1
+                if server.health == "hold" and self.path == "/health":
+                    server.release.wait(30)
+                self._send(200 if self.path == "/health" else 404, b"{}")
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -168,6 +181,9 @@ class FakeOpenAIServer:
                 if action.isdigit():
                     self._send(int(action), b'{"error": "injected"}')
                     return
+                if action[:3].isdigit() and action[3:4] == ":":
+                    self._send(int(action[:3]), action[4:].encode())
+                    return
                 if action == "garbage":
                     self._send(200, b"{not json")
                     return
@@ -177,7 +193,8 @@ class FakeOpenAIServer:
                     with server.lock:
                         server.held[request_id] += 1
                     server.release.wait(30)
-                rate = server.pass_rates.get(body.get("prompt"), 0.5)
+                prompt = body.get("prompt")  # text, or token ids
+                rate = server.pass_rates.get(prompt, 0.5) if isinstance(prompt, str) else 0.5
                 n = body.get("n", 1)
                 names = [request_id] if n == 1 else [f"{request_id}#{k}" for k in range(n)]
                 choices = []
@@ -185,7 +202,8 @@ class FakeOpenAIServer:
                     label = "1" if unit_hash("label", sample_name(name)) < rate else "0"
                     choice = {"index": k, "text": f"{label}|{name}", "finish_reason": "stop"}
                     if body.get("logprobs") is not None:
-                        choice["token_ids"] = [ord(c) for c in choice["text"]]
+                        if server.token_ids:
+                            choice["token_ids"] = [ord(c) for c in choice["text"]]
                         choice["logprobs"] = {"tokens": list(choice["text"]),
                                               "token_logprobs": [-1 / (i + 1) for i in range(len(choice["text"]))]}
                     choices.append(choice)
