@@ -102,3 +102,20 @@ def test_train_names_an_engine_setting_the_platform_cannot_serve_before_building
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert expected in line and "Traceback" not in err
     assert not out.exists()  # nothing left behind
+
+
+def test_a_streaming_training_run_exits_cleanly(tmp_path):
+    """``train --generator vllm --sampler.mode streaming`` from the shell: exit 0 and nothing at the end but the
+    summary -- no "Exception ignored in AsyncLLM.__del__", no leaked shared-memory warning, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "reinforce_ada.cli", "train", "--generator", "vllm", "--sampler.mode",
+                          "streaming", "--max-steps", "2", "--batch-size", "8", "--eval-prompts", "16",
+                          "--num-threads", "1", "--output-dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1].startswith("run folder: ")
+    for marker in ("Exception ignored", "Traceback", "leaked", "resource_tracker", "Error"):
+        assert marker not in run.stderr, run.stderr[-3000:]
