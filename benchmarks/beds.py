@@ -4,7 +4,7 @@ A bed is what an RL comparison starts from. ``tiny-<task>`` is today's built-in 
 32) with the package's shipped start model for the task (``reinforce_ada/models/start_models/<task>/``), i.e. exactly
 what ``--task <task>`` without ``--bed`` runs. The larger beds use the same architecture (Qwen2, char tokenizer, head
 size 32 so vLLM's CPU attention can serve them) warm-started by our own supervised warm start
-(:func:`reinforce_ada.models.warm_start.supervised_warm_start`, the demo's settings: target sampled accuracy 25%) and
+(:func:`reinforce_ada.training.warm_start.supervised_warm_start`, the demo's settings: target sampled accuracy 25%) and
 stored as fp16 safetensors in ``benchmarks/beds/<name>/``; make one with::
 
     python benchmarks/beds.py --make h128x2-arithmetic
@@ -37,7 +37,7 @@ class Bed:
     @property
     def folder(self) -> Path:
         if self.shipped_with_package:
-            from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+            from reinforce_ada.models.tiny import SHIPPED_START_MODELS
 
             return SHIPPED_START_MODELS / self.task
         return BEDS_DIR / self.name
@@ -80,11 +80,11 @@ def make_bed(bed: Bed, out: Path | None = None, max_steps: int | None = None) ->
     from reinforce_ada.config import TrainConfig
     from reinforce_ada.data import get_task
     from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model, save_char_tokenizer
-    from reinforce_ada.models.warm_start import WarmStartSettings, supervised_warm_start
+    from reinforce_ada.training.warm_start import WarmStartSettings, supervised_warm_start
 
     if bed.shipped_with_package:
         raise ValueError(f"bed {bed.name} is the package's start model; regenerate it with "
-                         f"python -m reinforce_ada.models.warm_start --task {bed.task}")
+                         f"python -m reinforce_ada.training.warm_start --task {bed.task}")
     torch.set_num_threads(1)
     config = TrainConfig(task=bed.task)
     settings = WarmStartSettings.from_config(config)
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown bed {args.make!r}; choose from {', '.join(BEDS)}")
     if BEDS[args.make].shipped_with_package:
         parser.error(f"bed {args.make} is the package's start model for {BEDS[args.make].task}; regenerate it with "
-                     f"python -m reinforce_ada.models.warm_start")
+                     f"python -m reinforce_ada.training.warm_start")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     info = make_bed(BEDS[args.make], Path(args.out) if args.out else None)
     print(f"wrote {args.out or BEDS[args.make].folder}: {info['parameters']:,} parameters, {info['sft_steps']:.0f} "

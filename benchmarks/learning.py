@@ -1,5 +1,9 @@
 """Learning per generated token and per optimizer step: GRPO (n=4) against adaptive sampling, on the built-in tasks.
 
+A thin caller of ``reinforce-ada compare`` (reinforce_ada/research/compare.py): each task is one comparison in
+``--out``/TASK (run folders, compare's report.md/json/png; a rerun continues it), with this benchmark's strategy table
+(learning_strategies.py), beds and difficulty buckets on top.
+
 Every run starts from the task's shipped warm-started tiny model (``reinforce_ada/models/start_models``: the same
 weights on every machine) and, for a given seed, sees the same prompts at every step (the prompt stream is seeded by
 the RL seed only). Held-out sampled accuracy (``--eval-prompts`` test prompts x 4 samples) is measured at step 0 and
@@ -31,7 +35,8 @@ weights; ``tiny-<task>`` is exactly the default above).
 heldout_accuracy], ...], "seconds_per_step"}, ...]}`` (step 0 included; seconds per step: the mean of the run's
 ``time/step_seconds``, sampling + update without the evaluations), and next to it ``<stem>_details.json`` (zero-variance per step,
 per-prompt pass rates for the buckets). ``--from-json PATH`` recomputes the tables and plots from such files without
-training. Plots go to ``--docs``/img/learning-<task>.png unless ``--no-write``.
+training. Plots go to ``--docs``/img/learning-<task>.png (default ``benchmarks/results/img``; ``--docs docs`` for
+the documented plots) unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ from learning_report import (  # noqa: E402
     steps_ratio,
     t_interval,
 )
-from beds import BEDS, load_bed_model  # noqa: E402
+from beds import BEDS  # noqa: E402
+from reinforce_ada.errors import UserError  # noqa: E402
 from learning_strategies import GROUP_SIZE, PAPER_STRATEGIES, STRATEGIES  # noqa: E402
 
 __all__ = ["BUCKETS", "STRATEGIES", "accuracy_at_tokens", "analyse", "first_crossing", "fmt", "main", "parse_args",
@@ -66,20 +72,40 @@ BUCKET_SEED = 10_000
 """Seed of the held-out prompts the difficulty buckets use (one fixed set per task, whatever the RL seed)."""
 
 
-# -- running ----------------------------------------------------------------------------------------------------------
-def train_config(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace, out: Path):
-    from reinforce_ada.config import TrainConfig
+# -- running: every run through reinforce-ada compare (reinforce_ada/research/compare.py) -------------------------
+def train_settings(task: str, args: argparse.Namespace) -> dict:
+    """The train settings every run of ``task`` shares (compare's ``train``): the tiny model's defaults, or for a bed
+    its weights folder with the same settings."""
+    from reinforce_ada.config import MODEL_DEFAULTS
 
-    fields = dict(STRATEGIES[strategy])
-    sampler = fields["sampler"] = dict(fields.get("sampler", {}))
-    if args.budget is not None and fields.get("strategy") == "ada-budget":
-        sampler["sample_budget_per_step"] = args.budget
-    elif isinstance(sampler.get("sample_budget_per_step"), str):  # "<k>x": k times GRPO's samples per step
-        sampler["sample_budget_per_step"] = int(float(sampler["sample_budget_per_step"][:-1]) * GROUP_SIZE
-                                                * args.batch_size)
-    return TrainConfig(task=task, seed=seed, max_steps=args.steps, eval_steps=args.eval_every,
-                       batch_size=args.batch_size, learning_rate=lr, output_dir=str(out),
-                       eval_prompts=args.eval_prompts, num_threads=args.threads, **fields)
+    settings = {"task": task, "max_steps": args.steps, "eval_steps": args.eval_every, "batch_size": args.batch_size,
+                "eval_prompts": args.eval_prompts, "num_threads": args.threads}
+    if args.train_prompts:  # a fixed training set drawn by the seed, cycled: prompts recur as in multi-epoch RL
+        settings["task_train_prompts"] = args.train_prompts
+    bed = BEDS[args.bed] if args.bed else None
+    if bed is not None and not bed.shipped_with_package:  # a bed's weights, run with the tiny model's settings
+        settings.update({k: v for k, v in MODEL_DEFAULTS["tiny"].items() if k not in settings and k != "learning_rate"},
+                        model=str(bed.folder))
+    return settings
+
+
+def strategy_settings(strategy: str, args: argparse.Namespace) -> dict:
+    """The strategy's train settings, its sample budget resolved (``--budget``, or ``"<k>x"``: k x GRPO's)."""
+    settings = dict(STRATEGIES[strategy])
+    budget = settings.get("sampler.sample_budget_per_step")
+    if args.budget is not None and settings.get("strategy") == "ada-budget":
+        settings["sampler.sample_budget_per_step"] = args.budget
+    elif isinstance(budget, str):  # "<k>x": k times GRPO's samples per step
+        settings["sampler.sample_budget_per_step"] = int(float(budget[:-1]) * GROUP_SIZE * args.batch_size)
+    return settings
+
+
+def grid(task: str, args: argparse.Namespace):
+    from reinforce_ada.research.compare import make_grid
+
+    return make_grid({s: strategy_settings(s, args) for s in args.strategies}, args.lrs, args.seeds,
+                     train_settings(task, args), Path(args.out) / task,
+                     baseline="grpo" if "grpo" in args.strategies else None)
 
 
 def pass_rates(model, tokenizer, verifier, prompts, samples: int, seed: int) -> list[float]:
@@ -103,57 +129,46 @@ def bucket_prompts(task: str, args: argparse.Namespace):
     return get_task(task).prompts(args.bucket_prompts, seed=BUCKET_SEED, split="test")
 
 
-def run(task: str, strategy: str, lr: float, seed: int, args: argparse.Namespace) -> dict:
-    """Train one run; its [step, tokens, accuracy] history, zero-variance fraction per step and end pass rates."""
-    from reinforce_ada.plotting import read_metrics
-    from reinforce_ada.training import Trainer
-
+def read_row(task: str, job, args: argparse.Namespace) -> tuple[dict, list, list]:
+    """A finished run's row (``--json``), its zero-variance fraction per step and, with ``--bucket-prompts``, the end
+    model's pass rates on the bucket prompts (its final checkpoint, sampled with the run's seed)."""
     from reinforce_ada.data import get_task
+    from reinforce_ada.models.loading import load_pretrained
+    from reinforce_ada.research.compare_runs import read_run
+    from reinforce_ada.runs.source import locate_model
 
-    out = Path(args.out) / f"{task}-{strategy}-lr{lr:g}-seed{seed}"
-    # A fixed training set of --train-prompts prompts (drawn by the seed), cycled in a seeded order, so prompts
-    # recur every --train-prompts / --batch-size steps as in multi-epoch RL; 0: the trainer's own 4096-prompt pool.
-    train = get_task(task).prompts(args.train_prompts, seed=seed, split="train") if args.train_prompts else None
-    trainer = Trainer(train_config(task, strategy, lr, seed, args, out), train_prompts=train, **bed_model(args))
-    trainer.train()
-    tokens_at, history, zero_variance, step_seconds = {0: 0}, [], [], []
-    for record in read_metrics(out):
-        if "time/step_seconds" in record:
-            step_seconds.append(float(record["time/step_seconds"]))
-        if "total_tokens" in record:
-            tokens_at[record["step"]] = int(record["total_tokens"])
-        if "sampling/zero_variance_fraction" in record:
-            zero_variance.append(float(record["sampling/zero_variance_fraction"]))
-        if "eval/accuracy" in record:
-            history.append([int(record["step"]), tokens_at[record["step"]], float(record["eval/accuracy"])])
-    end_rates = (pass_rates(trainer.model, trainer.tokenizer, trainer.verifier, bucket_prompts(task, args),
-                            args.bucket_samples, seed) if args.bucket_prompts else [])
-    return {"history": history, "zero_variance": zero_variance, "end_pass_rates": end_rates,
-            "seconds_per_step": round(sum(step_seconds) / len(step_seconds), 4) if step_seconds else None}
-
-
-def bed_model(args: argparse.Namespace) -> dict:
-    """The Trainer's ``model``/``tokenizer`` for ``--bed`` (a fresh copy of the bed's weights per run); without a bed
-    nothing, so the trainer loads the task's shipped start model itself."""
-    if not args.bed:
-        return {}
-    model, tokenizer = load_bed_model(BEDS[args.bed])
-    return {"model": model, "tokenizer": tokenizer}
+    folder = Path(args.out) / task / job.name
+    run = read_run(folder)
+    zero_variance = [float(r["sampling/zero_variance_fraction"]) for r in map(json.loads, (folder / "metrics.jsonl")
+                     .read_text().splitlines()) if r.get("sampling/zero_variance_fraction") is not None]
+    row = {"task": task, "strategy": job.strategy, "lr": job.lr, "seed": job.seed,
+           "history": [[step, tokens, accuracy] for step, tokens, _, accuracy in run["history"]],
+           "seconds_per_step": round(run["timing"]["step"], 4) if run["timing"]["step"] is not None else None}
+    end_rates = []
+    if args.bucket_prompts:
+        model, tokenizer = load_pretrained(str(locate_model(str(folder)).model_dir))
+        end_rates = pass_rates(model, tokenizer, get_task(task).verifier(), bucket_prompts(task, args),
+                               args.bucket_samples, job.seed)
+    return row, zero_variance, end_rates
 
 
 def start_pass_rates(task: str, args: argparse.Namespace) -> tuple[list[float], list[float]]:
     """The start model's per-prompt pass rates on the bucket prompts, twice from independent samples: the first
     assigns the buckets, the second is the start accuracy the gains are measured from (with one estimate for both,
     noise alone would make the lowest bucket "gain" and the highest "lose": regression to the mean)."""
-    from reinforce_ada.training import Trainer
+    from reinforce_ada.config import TrainConfig, load_config
+    from reinforce_ada.runs.data import run_task
+    from reinforce_ada.training.setup import load_data, load_model
 
     if not args.bucket_prompts:
         return [], []
-    probe = Trainer(train_config(task, "grpo", 1e-3, 0, args, Path(args.out) / f"{task}-start-model"),
-                    **bed_model(args))
+    config = load_config(TrainConfig, None, {**train_settings(task, args), "learning_rate": 1e-3})
+    task_object = run_task(config)
+    train, held_out, verifier = load_data(config, task_object)
+    model, tokenizer, _ = load_model(config, train, task_object, held_out)
     prompts = bucket_prompts(task, args)
-    return tuple(pass_rates(probe.model, probe.tokenizer, probe.verifier, prompts, args.bucket_samples,
-                            BUCKET_SEED + i) for i in (0, 1))
+    return tuple(pass_rates(model, tokenizer, verifier, prompts, args.bucket_samples, BUCKET_SEED + i)
+                 for i in (0, 1))
 
 
 def _merge(into: dict, other: dict) -> None:
@@ -202,8 +217,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="held-out prompts for the difficulty buckets (0: skip the buckets)")
     parser.add_argument("--bucket-samples", type=int, default=16, help="samples per bucket prompt")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="runs/benchmark-learning", help="folder for the run folders")
-    parser.add_argument("--docs", default="docs", help="plots go to DOCS/img/learning-<task>.png")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at a time (reinforce-ada compare --parallel)")
+    parser.add_argument("--out", default="runs/benchmark-learning",
+                        help="folder for the comparisons, one per task (OUT/TASK: run folders and compare's report); "
+                             "a rerun continues them")
+    parser.add_argument("--docs", default=str(Path(__file__).resolve().parent / "results"),
+                        help="plots go to DOCS/img/learning-<task>.png (default: benchmarks/results; the documented "
+                             "plots: --docs docs)")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the histories (and PATH's _details)")
     parser.add_argument("--from-json", nargs="+", default=None, metavar="PATH",
                         help="report from these --json files (merged) instead of training")
@@ -240,15 +260,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--bucket-prompts must be >= 0 and --bucket-samples >= 1")
     if any(not (lr > 0 and math.isfinite(lr)) for lr in args.lrs):
         parser.error(f"--lrs must be positive numbers (got {args.lrs})")
-    out = Path(args.out)
-    if not args.from_json and out.is_dir() and any(out.iterdir()):
-        parser.error(f"--out {out} already holds runs (the trainer never overwrites a run folder); "
-                     f"choose another folder or delete it")
-    for strategy in args.strategies:  # TrainConfig's own checks (e.g. a sample budget below one group per prompt)
+    if args.parallel < 1:
+        parser.error(f"--parallel must be at least 1 (got {args.parallel})")
+    for task in args.task:  # compare's checks: every run's TrainConfig, and --out (another grid, not a comparison)
         try:
-            train_config(args.task[0], strategy, args.lrs[0], args.seeds[0], args, Path(args.out))
-        except ValueError as err:
-            parser.error(f"strategy {strategy}: {err}")
+            checked = grid(task, args)
+            checked.jobs()
+            if not args.from_json:
+                checked.check_out()
+        except UserError as err:
+            parser.error(str(err))
     return args
 
 
@@ -275,27 +296,25 @@ def main(argv=None) -> int:
         rows, details, tasks = [], {"zero_variance": {}, "start_pass_rates": {}, "start_pass_rates_baseline": {},
                                     "end_pass_rates": {},
                                     "args": {k: v for k, v in vars(args).items()}}, args.task
+        from reinforce_ada.research.compare import run_comparison
+
         started = time.perf_counter()
         for task in tasks:
             details["start_pass_rates"][task], details["start_pass_rates_baseline"][task] = \
                 start_pass_rates(task, args)
-            for lr in args.lrs:
-                for seed in args.seeds:
-                    for strategy in args.strategies:
-                        result = run(task, strategy, lr, seed, args)
-                        rows.append({"task": task, "strategy": strategy, "lr": lr, "seed": seed,
-                                     "history": result["history"],
-                                     "seconds_per_step": result["seconds_per_step"]})
-                        details["zero_variance"].setdefault(task, {}).setdefault(strategy, {}).setdefault(
-                            str(lr), {})[str(seed)] = result["zero_variance"]
-                        details["end_pass_rates"].setdefault(task, {}).setdefault(strategy, {}).setdefault(
-                            str(lr), {})[str(seed)] = result["end_pass_rates"]
-                        print(f"[{time.perf_counter() - started:7.0f} s] {task} {strategy} lr {lr:g} seed {seed}: "
-                              f"accuracy {result['history'][0][2]:.3f} -> {result['history'][-1][2]:.3f}, "
-                              f"{result['history'][-1][1]:,} tokens", file=sys.stderr, flush=True)
-                        details["wall_seconds"] = round(time.perf_counter() - started, 1)
-                        if args.json:  # after every run, so an interrupted benchmark keeps what it measured
-                            write_results(Path(args.json), rows, details)
+            task_grid = grid(task, args)
+            status, _ = run_comparison(task_grid, args.parallel)
+            if status:
+                return status
+            for job in task_grid.jobs():
+                row, zero_variance, end_rates = read_row(task, job, args)
+                rows.append(row)
+                for key, value in (("zero_variance", zero_variance), ("end_pass_rates", end_rates)):
+                    details[key].setdefault(task, {}).setdefault(job.strategy, {}).setdefault(
+                        str(job.lr), {})[str(job.seed)] = value
+            details["wall_seconds"] = round(time.perf_counter() - started, 1)
+            if args.json:
+                write_results(Path(args.json), rows, details)
         if args.json:
             print(f"wrote {args.json} and {details_path(Path(args.json))}")
     if not args.from_json and "grpo" not in args.strategies:  # e.g. longer runs of cheaper strategies

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning_report import accuracy_at_tokens, fmt  # noqa: E402
+from reinforce_ada.research.compare_stats import fmt, interpolate
+
+
+def accuracy_at_tokens(history, budget: float) -> float:
+    """A [step, tokens, accuracy] history's accuracy after ``budget`` generated tokens (compare's interpolation)."""
+    return interpolate([h[1] for h in history], [h[2] for h in history], budget)
 
 
 def main(argv=None) -> int:

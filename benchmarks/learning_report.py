@@ -1,5 +1,6 @@
-"""The learning benchmark's statistics, tables and plots: everything ``benchmarks/learning.py`` reports, computed
-from the JSON rows it writes (``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, tokens, accuracy],
+"""The learning benchmark's tables and plots: everything ``benchmarks/learning.py`` reports, computed by
+``reinforce-ada compare``'s report and statistics (reinforce_ada/research/compare_report.py, compare_stats.py) from
+the JSON rows it writes (``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, tokens, accuracy],
 ...]}]}`` and the ``_details`` file), so a report can be recomputed without training (``--from-json``).
 """
 
@@ -11,138 +12,81 @@ from pathlib import Path
 import numpy as np
 
 from learning_strategies import PAPER_STRATEGIES
+from reinforce_ada.research.compare_report import analyse as compare_analyse
+from reinforce_ada.research.compare_stats import first_crossing, fmt, interpolate, t_interval
+from reinforce_ada.research.compare_stats import steps_ratio as compare_steps_ratio
+
+__all__ = ["BUCKETS", "accuracy_at_step", "accuracy_at_tokens", "analyse", "first_crossing", "fmt",
+           "plot", "print_report", "steps_ratio", "t_interval"]
 
 BUCKETS = ((0.0, 0.0, "p=0"), (0.0, 0.25, "0<p<=.25"), (0.25, 0.75, ".25<p<.75"), (0.75, 1.0, ".75<=p<1"),
            (1.0, 1.0, "p=1"))
 """Difficulty buckets by the start model's per-prompt pass rate p: (low, high, label)."""
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-         20: 2.086, 25: 2.060, 30: 2.042}
 
 
-# -- statistics -----------------------------------------------------------------------------------------------------
-def t_interval(values) -> tuple[float, float]:
-    """(mean, half-width of the two-sided 95% Student-t interval); half-width nan for fewer than two values."""
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return float(values.mean()) if len(values) else math.nan, math.nan
-    df = len(values) - 1
-    t = _T975.get(df) or (_T975[max(k for k in _T975 if k <= df)] if df < 30 else 1.96)
-    return float(values.mean()), float(t * values.std(ddof=1) / math.sqrt(len(values)))
-
-
-def fmt(values, digits: int = 3, scale: float = 1.0) -> str:
-    mean, half = t_interval(np.asarray(values, dtype=float) * scale)
-    return f"{mean:.{digits}f} ± {half:.{digits}f}" if not math.isnan(half) else f"{mean:.{digits}f}"
-
-
+# -- statistics: reinforce_ada.research.compare_stats, on this benchmark's [step, tokens, accuracy] histories -------
 def accuracy_at_tokens(history, budget: float) -> float:
     """Accuracy after ``budget`` generated tokens, linearly interpolated on one run's [step, tokens, accuracy]
     history; a run that generated fewer tokens than ``budget`` counts at its final accuracy."""
-    tokens = [h[1] for h in history]
-    accuracy = [h[2] for h in history]
-    return float(np.interp(budget, tokens, accuracy))
+    return interpolate([h[1] for h in history], [h[2] for h in history], budget)
 
 
 def accuracy_at_step(history, step: float) -> float:
-    """Accuracy at optimizer step ``step``, linearly interpolated on one run's [step, tokens, accuracy] history (a run
-    that ended earlier counts at its final accuracy): the per-step comparison at GRPO's last step."""
-    return float(np.interp(step, [h[0] for h in history], [h[2] for h in history]))
-
-
-def first_crossing(steps, accuracy, target: float) -> float:
-    """First step at which a curve reaches ``target`` (linear interpolation between evaluations); inf if never."""
-    for i, value in enumerate(accuracy):
-        if value >= target:
-            if i == 0:
-                return float(steps[0])
-            s0, s1, a0, a1 = steps[i - 1], steps[i], accuracy[i - 1], accuracy[i]
-            return float(s0 + (s1 - s0) * (target - a0) / (a1 - a0))
-    return math.inf
-
-
-def mean_curve(histories) -> tuple[list[int], np.ndarray]:
-    steps = [h[0] for h in histories[0]]
-    return steps, np.mean([[h[2] for h in run] for run in histories], axis=0)
+    """Accuracy at optimizer step ``step``, linearly interpolated on one run's [step, tokens, accuracy] history."""
+    return interpolate([h[0] for h in history], [h[2] for h in history], step)
 
 
 def steps_ratio(strategy_runs, grpo_runs, num_boot: int = 2000, seed: int = 0) -> dict:
-    """Steps for the strategy's mean curve to reach GRPO's mean final accuracy, against GRPO's own, with a paired
-    bootstrap over seeds (the two lists are aligned by seed). Each curve is read on its own steps, so a strategy may
-    run for more (or fewer) steps than GRPO."""
-    def ratio(idx):
-        grpo_steps, grpo = mean_curve([grpo_runs[i] for i in idx])
-        my_steps, mine = mean_curve([strategy_runs[i] for i in idx])
-        target = grpo[-1]
-        return first_crossing(my_steps, mine, target), first_crossing(grpo_steps, grpo, target)
+    """:func:`reinforce_ada.research.compare_stats.steps_ratio` on [step, tokens, accuracy] histories, its
+    ``baseline_steps`` named ``grpo_steps``."""
+    def curves(runs):
+        return [([h[0] for h in run], [h[2] for h in run]) for run in runs]
 
-    own, grpo_steps = ratio(range(len(grpo_runs)))
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(num_boot):
-        mine, theirs = ratio(rng.integers(0, len(grpo_runs), len(grpo_runs)))
-        boots.append(mine / theirs if theirs > 0 else math.nan)
-    boots = [b for b in boots if not math.isnan(b)]  # resamples where GRPO never improved on its start
-    num_boot = len(boots)
-    if not boots:
-        return {"steps": own, "grpo_steps": grpo_steps, "ratio": math.nan, "ratio_low": math.nan,
-                "ratio_high": math.nan}
-    boots.sort()  # percentiles by rank, so that "never reached" (inf) counts as the largest value
-    low, high = boots[int(0.025 * num_boot)], boots[min(num_boot - 1, int(0.975 * num_boot))]
-    return {"steps": own, "grpo_steps": grpo_steps, "ratio": own / grpo_steps if grpo_steps > 0 else math.nan,
-            "ratio_low": float(low), "ratio_high": float(high)}
+    out = compare_steps_ratio(curves(strategy_runs), curves(grpo_runs), num_boot, seed)
+    out["grpo_steps"] = out.pop("baseline_steps")
+    return out
 
 
-# -- reporting --------------------------------------------------------------------------------------------------------
+# -- reporting: compare's report (reinforce_ada.research.compare_report.analyse), GRPO the baseline ---------------
 def analyse(task: str, rows: list[dict], details: dict) -> dict:
-    """Every figure the docs report for one task, from the JSON rows (and the details file, when present)."""
-    runs: dict[str, dict[float, dict[int, list]]] = {}
+    """Every figure the docs report for one task, from the JSON rows (and the details file, when present): compare's
+    report at GRPO's token budget (its step seconds are not in these rows), in this benchmark's keys, with the
+    zero-variance fractions, the per-step ordering of the paper's strategies and the difficulty buckets."""
+    runs, strategies, lrs = {}, [], []
     for row in rows:
         if row["task"] == task:
-            runs.setdefault(row["strategy"], {}).setdefault(row["lr"], {})[row["seed"]] = row["history"]
-    if "grpo" not in runs:
+            history = [[step, tokens, math.nan, accuracy] for step, tokens, accuracy in row["history"]]
+            runs[(row["strategy"], row["lr"], row["seed"])] = {"history": history, "timing": {}}
+            strategies += [row["strategy"]] if row["strategy"] not in strategies else []
+            lrs += [row["lr"]] if row["lr"] not in lrs else []
+    if "grpo" not in strategies:
         raise ValueError(f"task {task}: the report compares against GRPO; run --strategies grpo as well")
-
-    def final_mean(by_seed):
-        return float(np.mean([h[-1][2] for h in by_seed.values()]))
-
-    grpo_lr = max(runs["grpo"], key=lambda lr: final_mean(runs["grpo"][lr]))
-    grpo = runs["grpo"][grpo_lr]
-    budget = float(np.mean([h[-1][1] for h in grpo.values()]))
-
-    def at_budget(by_seed):
-        return float(np.mean([accuracy_at_tokens(h, budget) for h in by_seed.values()]))
-
-    best = {s: grpo_lr if s == "grpo" else max(by_lr, key=lambda lr: at_budget(by_lr[lr])) for s, by_lr in runs.items()}
-    seeds = sorted(grpo)
-    report: dict = {"task": task, "grpo_lr": grpo_lr, "grpo_token_budget": budget, "seeds": seeds, "strategies": {}}
+    compared = compare_analyse(runs, strategies, lrs, "grpo", "tokens")
+    grpo_lr = compared["strategies"]["grpo"]["best_lr"]
+    report: dict = {"task": task, "grpo_lr": grpo_lr, "grpo_token_budget": compared["budgets"]["tokens"],
+                    "seeds": compared["seeds"], "strategies": {}}
     zero_var = details.get("zero_variance", {}).get(task, {})
-    for strategy, by_lr in runs.items():
-        per_lr = {}
-        for lr, by_seed in by_lr.items():
-            per_lr[lr] = {"at_budget": [accuracy_at_tokens(by_seed[s], budget) for s in sorted(by_seed)],
-                          "final": [by_seed[s][-1][2] for s in sorted(by_seed)],
-                          "tokens": [by_seed[s][-1][1] for s in sorted(by_seed)],
-                          "short_of_budget": sum(h[-1][1] < budget for h in by_seed.values())}
-        chosen = by_lr[best[strategy]]
-        entry = {"best_lr": best[strategy], "per_lr": per_lr,
-                 "start": [chosen[s][0][2] for s in sorted(chosen)]}
-        if sorted(chosen) == seeds:
-            entry["steps"] = steps_ratio([chosen[s] for s in seeds], [grpo[s] for s in seeds])
-            entry["gain_vs_grpo_at_budget"] = [accuracy_at_tokens(chosen[s], budget) - accuracy_at_tokens(grpo[s],
-                                                                                                           budget)
-                                               for s in seeds]
-            entry["gain_vs_grpo_final"] = [accuracy_at_step(chosen[s], grpo[s][-1][0]) - grpo[s][-1][2]
-                                           for s in seeds]
-        zv = zero_var.get(strategy, {}).get(str(best[strategy]), {})
+    for strategy, entry in compared["strategies"].items():
+        per_lr = {float(lr): {"at_budget": cell["at_tokens"], "final": cell["final"], "tokens": cell["tokens"],
+                              "short_of_budget": cell["short_of_tokens"]} for lr, cell in entry["per_lr"].items()}
+        best = entry["best_lr"]
+        out = {"best_lr": best, "per_lr": per_lr, "start": entry["per_lr"][repr(best)]["start"]}
+        if entry["paired"]["seeds"] == compared["seeds"]:
+            steps = dict(entry["steps_to_baseline_final"])
+            steps["grpo_steps"] = steps.pop("baseline_steps")
+            out.update(steps=steps, gain_vs_grpo_at_budget=entry["paired"]["at_tokens"],
+                       gain_vs_grpo_final=entry["paired"]["at_steps"])
+        zv = zero_var.get(strategy, {}).get(str(best), {})
         if zv:
-            entry["zero_variance_mean"] = [float(np.mean(v)) for v in zv.values()]
-            entry["zero_variance_step1"] = [v[0] for v in zv.values()]
-        report["strategies"][strategy] = entry
+            out["zero_variance_mean"] = [float(np.mean(v)) for v in zv.values()]
+            out["zero_variance_step1"] = [v[0] for v in zv.values()]
+        report["strategies"][strategy] = out
+    by_seed = {s: {seed: row["history"] for (name, lr, seed), row in runs.items()
+                   if name == s and lr == report["strategies"][s]["best_lr"]} for s in strategies}
     # per-step ordering of the paper's strategies, each at its best lr (mean curves)
-    if all(s in runs for s in PAPER_STRATEGIES):
-        curves = {s: mean_curve(list(runs[s][best[s]].values()))[1] for s in PAPER_STRATEGIES}
-        steps = mean_curve(list(grpo.values()))[0]
+    if all(s in strategies for s in PAPER_STRATEGIES):
+        curves = {s: np.mean([[h[3] for h in run] for run in by_seed[s].values()], axis=0) for s in PAPER_STRATEGIES}
+        steps = [h[0] for h in next(iter(by_seed["grpo"].values()))]
         later = [i for i, step in enumerate(steps) if step > 0]
         report["ordering"] = {
             "steps": [steps[i] for i in later],
@@ -159,7 +103,7 @@ def analyse(task: str, rows: list[dict], details: dict) -> dict:
                                                for lo, hi, label in BUCKETS}
         buckets = {}
         for strategy, by_lr in ends.items():
-            per_seed = by_lr.get(str(best.get(strategy)), {})
+            per_seed = by_lr.get(str(report["strategies"].get(strategy, {}).get("best_lr")), {})
             if not per_seed:
                 continue
             buckets[strategy] = {label: [float(np.mean(np.asarray(rates)[_in_bucket(start, lo, hi)] -

@@ -1,5 +1,6 @@
 """The strategy table of the learning benchmark (``benchmarks/learning.py``): every strategy it can run, by name,
-as the ``TrainConfig`` fields that make it (the sampler's under ``"sampler"``).
+as the ``train`` settings that make it, by dotted name: ``reinforce-ada compare``'s named strategies
+(:data:`reinforce_ada.research.compare_strategies.STRATEGIES`) and the variants this benchmark explored.
 
 The paper's three (GRPO, Ada-positive, Ada-balanced) come first; the rest go beyond the paper
 (docs/beyond_the_paper.md) and each carries a comment saying what it tries. A new strategy is one row here.
@@ -7,34 +8,27 @@ The paper's three (GRPO, Ada-positive, Ada-balanced) come first; the rest go bey
 
 from __future__ import annotations
 
+from reinforce_ada.research.compare_strategies import STRATEGIES as COMPARE_STRATEGIES
+from reinforce_ada.research.compare_strategies import STREAM_ONE_AT_A_TIME
+
 PAPER_STRATEGIES = ("grpo", "ada-positive", "ada-balanced")
-STREAM_ONE_AT_A_TIME = dict(mode="streaming", streaming=dict(allocation="fixed"), samples_per_round=1)
-"""One sample per request without a round barrier (the streaming sampler on the HF backend)."""
 
 
-def _stream(strategy: str, max_rounds: int, **sampler) -> dict:
-    return dict(strategy=strategy, sampler=dict(STREAM_ONE_AT_A_TIME, max_rounds=max_rounds, **sampler))
+def _stream(strategy: str, max_rounds: int, **settings) -> dict:
+    return {"strategy": strategy, **STREAM_ONE_AT_A_TIME, "sampler.max_rounds": max_rounds, **settings}
 
 
 def _budget(**sampler) -> dict:
-    return dict(strategy="ada-budget", sampler=sampler)
+    return {"strategy": "ada-budget", **{f"sampler.{k}": v for k, v in sampler.items()}}
 
 
-STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's under "sampler")
-    "grpo": dict(strategy="grpo"),
-    "grpo-n8": dict(strategy="grpo", sampler=dict(group_size=8)),  # twice GRPO's completions per prompt (a bed's check)
-    "ada-positive": dict(strategy="ada-positive"),
-    "ada-balanced": dict(strategy="ada-balanced"),
+STRATEGIES: dict[str, dict] = {  # name -> train settings by dotted name
+    **COMPARE_STRATEGIES,  # grpo, grpo-n8, the ada-* strategies, stream-balanced/-positive/-mixed
     # beyond the paper (docs/beyond_the_paper.md)
-    "ada-mixed": dict(strategy="ada-mixed"),  # exit at one positive and one negative, rounds of M=8
-    # one sample per request without a round barrier, paper's rule / mixed
-    "stream-balanced": _stream("ada-balanced", 32),
-    "stream-mixed": _stream("ada-mixed", 32),
     # the same with at most 8 samples per prompt (2x GRPO's): hopeless prompts cost 8, not 32
     "stream-mixed-cap8": _stream("ada-mixed", 8),
     "stream-mixed-cap6": _stream("ada-mixed", 6),
     # budget mode (branch budget): GRPO's samples per step (or --budget), spread by predicted value, mixed exit rule
-    "ada-budget": _budget(),
     "ada-budget-probe2": _budget(budget_probe=2),  # 2 samples first, re-planned once scored
     "ada-budget-2x": _budget(sample_budget_per_step="2x"),  # twice GRPO's samples per step
     # a 2-sample probe that already holds both classes stops there, as a short group with signal
@@ -51,11 +45,11 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "ada-budget-od2-hlinf": _budget(budget_overdraw=2.0, budget_half_life=None),  # never forgets
     # train on the whole pool (selection="all"): every generated sample gets a gradient, as in GRPO, instead of n of
     # the pool (docs/benchmarks.md, "Training on the whole pool")
-    "stream-mixed-all": _stream("ada-mixed", 32, selection="all"),
-    "stream-mixed-cap8-all": _stream("ada-mixed", 8, selection="all"),
-    "stream-mixed-cap6-all": _stream("ada-mixed", 6, selection="all"),
-    "ada-mixed-all": dict(strategy="ada-mixed", sampler=dict(selection="all")),
-    "ada-balanced-all": dict(strategy="ada-balanced", sampler=dict(selection="all")),
+    "stream-mixed-all": _stream("ada-mixed", 32, **{"sampler.selection": "all"}),
+    "stream-mixed-cap8-all": _stream("ada-mixed", 8, **{"sampler.selection": "all"}),
+    "stream-mixed-cap6-all": _stream("ada-mixed", 6, **{"sampler.selection": "all"}),
+    "ada-mixed-all": {"strategy": "ada-mixed", "sampler.selection": "all"},
+    "ada-balanced-all": {"strategy": "ada-balanced", "sampler.selection": "all"},
     # price of signal: skip what the memory rates below r signal groups per sample and leave its samples unspent
     # (GRESO's skipping), so a step costs fewer tokens and GRPO's token budget buys more steps; run with more
     # --steps than GRPO (needs a recurring set: --train-prompts)
@@ -70,9 +64,9 @@ STRATEGIES: dict[str, dict] = {  # name -> TrainConfig fields (the sampler's und
     "ada-budget-price0.14": _budget(budget_min_signal_rate=0.14),
     "ada-budget-price0.14-hl8": _budget(budget_min_signal_rate=0.14, budget_half_life=8.0),
     # the mixed rule sampled one at a time without a round barrier, with the price of signal and memory
-    "stream-mixed-priced": _stream("ada-mixed", 32, streaming=dict(allocation="fixed", min_signal_rate=0.015,
-                                                                   budget=128),
-                                   memory=dict(enabled=True, half_life=8.0)),
+    "stream-mixed-priced": _stream("ada-mixed", 32, **{"sampler.streaming.min_signal_rate": 0.015,
+                                                       "sampler.streaming.budget": 128,
+                                                       "sampler.memory.enabled": True, "sampler.memory.half_life": 8.0}),
 }
 GROUP_SIZE = 4
 """n: every strategy here keeps groups of 4 (TrainConfig's default), GRPO draws exactly that per prompt."""

@@ -26,7 +26,7 @@ points that bracket Ada-balanced's signal fraction (a sweep that never reaches i
 ``--report-seeds`` reruns the reference, ``stream-1by1-mixed`` and the priced sweep on other seeds with every knob
 fixed.
 
-    python benchmarks/multistep_allocation.py [--prompts 2048] [--epochs 4] [--out docs/img] [--report-seeds 1 2 3]
+    python benchmarks/multistep_allocation.py [--prompts 2048] [--epochs 4] [--out DIR: default benchmarks/results] [--report-seeds 1 2 3]
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="docs/img")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
+                        help="folder for multistep_allocation.png/.json (default: benchmarks/results)")
     parser.add_argument("--report-seeds", type=int, nargs="*", default=[1, 2, 3],
                         help="seeds on which the reference and the priced sweep are rerun with the knobs fixed")
     args = parser.parse_args()

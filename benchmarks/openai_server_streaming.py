@@ -53,7 +53,7 @@ def main() -> int:
     from reinforce_ada.generation.prompting import encode_prompt
     from reinforce_ada.generation.vllm_serve import generated_tokens, generated_tokens_when_idle, local_vllm_server
     from reinforce_ada.models.tiny import build_char_tokenizer
-    from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+    from reinforce_ada.models.tiny import SHIPPED_START_MODELS
     from reinforce_ada.sampling.protocols import GenerationRequest
     from reinforce_ada.sampling.sampler import AdaptiveSampler
     from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler

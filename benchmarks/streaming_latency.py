@@ -10,7 +10,7 @@ Part 2 -- the real HF backend on the tiny model (CPU): wall time of the round-ba
 over ``AsyncHFEngine`` for the same prompts (the HF backend has no token-level continuous batching, so this shows the
 overhead of the asynchronous path rather than a barrier saving).
 
-    python benchmarks/streaming_latency.py [--prompts 2048] [--epochs 2] [--out docs/img]
+    python benchmarks/streaming_latency.py [--prompts 2048] [--epochs 2] [--out DIR: default benchmarks/results]
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def main() -> None:
     parser.add_argument("--hf-tokens", type=int, default=16)
     parser.add_argument("--hf-repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="docs/img")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
+                        help="folder for streaming_latency.png/.json (default: benchmarks/results)")
     args = parser.parse_args()
     results = latency_model_part(args)
     hf_rows = hf_part(args)

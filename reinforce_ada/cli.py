@@ -1,123 +1,29 @@
-"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts.
+"""``reinforce-ada`` command line: train, eval, simulate, simulate-multistep, plot, select-prompts, compare.
 
 Errors: an option no subcommand has is refused (no prefix matching: ``--learning-rat`` is not ``--learning-rate``).
 A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option), a missing optional package
 (``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
-``error: <message>`` and the command exits with status 2; any other exception is a bug and keeps its traceback.
+``error: <message>`` and the command exits with status 2. A run that stops because it cannot learn
+(``RunStopped``) and a generator that failed for good (``GenerationError``: a server that keeps timing out, an answer
+that does not fit the request) end in one line with status 3. Any other exception is a bug and keeps its traceback.
+A usage error (an unknown option, a value of the wrong type) is one line naming the option and the value, with a
+close spelling when there is one; the full usage only with ``--help``.
 
 Every subcommand is one row of :data:`SUBCOMMANDS`, here and nowhere else: its name, help texts, and the
-``add_arguments(parser)`` and ``run(args)`` functions that live beside the code they drive (train, simulate and plot
-keep theirs in this file).
+``add_arguments(parser)`` and ``run(args)`` functions (train, eval, simulate, plot and compare in
+:mod:`reinforce_ada.commands`; select-prompts and simulate-multistep beside their research tools).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import sys
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable
 
-from reinforce_ada.errors import UsageError, UserError
-
-
-def _simulate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dist", default="beta:0.4,2",
-                   help="pass-rate distribution: beta:A,B, or a file with one pass rate per line (default: %(default)s)")
-    p.add_argument("--prompts", type=int, default=20000, help="number of simulated prompts (default: %(default)s)")
-    p.add_argument("-M", "--samples-per-round", type=int, default=8, help="M (default: %(default)s)")
-    p.add_argument("-N", "--max-rounds", type=int, default=4, help="N (default: %(default)s)")
-    p.add_argument("-n", "--group-size", type=int, default=4, help="n (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=512, help="prompts per step (default: %(default)s)")
-    p.add_argument("--dapo-max-batches", type=int, default=4,
-                   help="DAPO's budget: generation batches per step (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", default="", metavar="PATH", help="also write a plot of the results to this PNG "
-                                                              "(default: none)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table (stdout holds "
-                                                       "only the JSON)")
-
-
-def _run_simulate(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.research.simulate import (check_counts, check_simulation_inputs, finite_or_none, format_table,
-                                                 grpo_signal_closed_form, pass_rates_from, plot, simulate)
-
-    check_simulation_inputs(args.prompts, args.seed)
-    check_counts(batch_size=args.batch_size, dapo_max_batches=args.dapo_max_batches)
-    SamplerConfig(samples_per_round=args.samples_per_round, max_rounds=args.max_rounds, group_size=args.group_size)
-    rates = pass_rates_from(args.dist, args.prompts, args.seed)
-    results = simulate(rates, samples_per_round=args.samples_per_round, max_rounds=args.max_rounds,
-                       group_size=args.group_size, batch_size=args.batch_size,
-                       dapo_max_batches=args.dapo_max_batches, seed=args.seed)
-    keys = ("strategy", "samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "rounds_max")
-    if args.json:
-        print(json.dumps([{k: finite_or_none(asdict(r)[k]) for k in keys} for r in results], indent=2, allow_nan=False))
-    else:
-        print(f"{len(rates)} prompts, pass rates {args.dist}, M={args.samples_per_round} N={args.max_rounds} "
-              f"n={args.group_size}; GRPO n={args.group_size} closed-form signal "
-              f"{100 * grpo_signal_closed_form(rates, args.group_size):.1f}%")
-        print(format_table(results))
-    if args.plot:
-        plot(results, args.plot, title=f"{args.dist}, M={args.samples_per_round} N={args.max_rounds} "
-                                       f"n={args.group_size}")
-        print(f"wrote {Path(args.plot).resolve()}", file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-def _train_arguments(p: argparse.ArgumentParser) -> None:
-    from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
-    from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.verifiers.registry import VERIFIERS
-
-    p.add_argument("--config", help="YAML file of TrainConfig fields")
-    add_config_arguments(p, TrainConfig, choices={  # from the registries, so that a new entry is listed
-        "task": task_names_text(), "strategy": ", ".join(STRATEGIES),
-        "verifier": ", ".join([*VERIFIERS.names(), "package.module:function"])})
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import TrainConfig, load_config
-
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
-    config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
-    from reinforce_ada.training import Trainer
-
-    trainer = Trainer(config)
-    try:
-        summary = trainer.train()
-    finally:  # shut a vLLM engine down and remove the folder it was built from, also when the run stops
-        trainer.close()
-    if trainer.nothing_to_do is not None:
-        print(trainer.nothing_to_do)
-    before, after = summary["accuracy_before"], summary["accuracy_after"]
-    if before is not None and after is not None:
-        print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")
-    print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
-          f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
-    print(f"run folder: {Path(config.output_dir).resolve()}")
-    return 0
-
-
-def _plot_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (each with metrics.jsonl)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="folder for training.png (default for one run: its plots/ folder; several runs: required)")
-
-
-def _run_plot(args: argparse.Namespace) -> int:
-    from reinforce_ada.plotting import plot_runs
-
-    out = args.out
-    if out is None:
-        if len(args.runs) > 1:
-            raise UsageError(f"plotting {len(args.runs)} runs together: give --out DIR for their training.png")
-        out = Path(args.runs[0]) / "plots"
-    print(f"wrote {plot_runs(args.runs, out).resolve()}")
-    return 0
+from reinforce_ada.errors import UserError
 
 
 # -- the subcommands, in the order ``--help`` lists them -----------------------------------------------------------
@@ -140,20 +46,20 @@ class Subcommand:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
-               _train_arguments, _run_train,
+               "reinforce_ada.commands.train:add_arguments", "reinforce_ada.commands.train:run",
                description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
                            "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
                            "addition, on CPU."),
     Subcommand("simulate", "compare sampling strategies on simulated prompts",
-               _simulate_arguments, _run_simulate,
+               "reinforce_ada.commands.simulate:add_arguments", "reinforce_ada.commands.simulate:run",
                description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers on prompts with "
                            "hidden pass rates and Bernoulli rewards."),
     Subcommand("plot", "overlay the metrics of one or more runs",
-               _plot_arguments, _run_plot,
+               "reinforce_ada.commands.plot:add_arguments", "reinforce_ada.commands.plot:run",
                description="Reward and accuracy vs step and vs samples, zero-variance fraction, samples per prompt "
                            "by round."),
     Subcommand("eval", "Ave@k / pass@k of a checkpoint on one or more data sources",
-               "reinforce_ada.evaluation:add_arguments", "reinforce_ada.evaluation:run",
+               "reinforce_ada.commands.eval:add_arguments", "reinforce_ada.commands.eval:run",
                description="Sample k completions per prompt from a safetensors checkpoint, score them and print "
                            "Ave@k, pass@1 and pass@k per data source."),
     Subcommand("select-prompts", "estimate pass rates with k samples and keep a difficulty range",
@@ -164,6 +70,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                "reinforce_ada.research.simulate_multistep:run",
                description="Run round-based and streaming samplers for several epochs on prompts whose pass rates "
                            "drift (logistic learning model), with a generation-latency model."),
+    Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
+               "reinforce_ada.commands.compare:add_arguments", "reinforce_ada.commands.compare:run",
+               doc_description=True),
 )
 
 
@@ -175,18 +84,59 @@ def _resolve(target: Callable | str) -> Callable:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` without prefix matching; ``add_subparsers`` makes every subcommand's parser one too."""
+    """An ``ArgumentParser`` without prefix matching whose usage errors are one line: the option and the value, and
+    for a mistyped option or choice the closest spelling the parser knows (the top level's or the subcommand's);
+    the usage only with ``--help``. ``add_subparsers`` makes every subcommand's parser one too."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # named by the parser they were given to: the subcommand's, when one was chosen
+            parser = self._subcommand_parsers().get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_closest_option(extras, parser, self)}")
+        return parsed
+
+    def _subcommand_parsers(self) -> dict[str, "_Parser"]:
+        return next((dict(a.choices) for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+    def _check_value(self, action, value):  # a choice not among the choices: name the closest one
+        if action.choices is not None and value not in action.choices:
+            import difflib
+
+            choices = [str(choice) for choice in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {', '.join(choices)})"
+                                                 + (f"; did you mean {close[0]!r}?" if close else ""))
+
+
+def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str:
+    """`` (did you mean --max-steps?)`` for the first unknown option with a close spelling among ``parsers``'
+    options (the subcommand's first, then the top level's); empty when none is close."""
+    import difflib
+
+    known = [option for parser in parsers for action in parser._actions for option in action.option_strings
+             if action.help is not argparse.SUPPRESS]
+    for extra in extras:
+        if extra.startswith("-"):
+            close = difflib.get_close_matches(extra.partition("=")[0], known, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
     from reinforce_ada.config.checks import terminal_text
 
     parser = _Parser(prog="reinforce-ada", description=terminal_text(__doc__.split("\n\n")[0]))
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="say what happens as it happens: -v the INFO log (timestamped), -vv debug; without it only "
+                             "warnings, the command's own output and, on a terminal, progress bars")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         run = _resolve(command.run)
@@ -204,10 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:  # httpx logs every request it sends (a server-backed run sends thousands)
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    quiet_by_default(args.verbose)
+    from reinforce_ada.sampling.protocols import GenerationError
     from reinforce_ada.training.guards import RunStopped
 
     try:
@@ -218,13 +166,35 @@ def main(argv: list[str] | None = None) -> int:
     except RunStopped as err:  # a run that cannot learn: stopped early, with the cause
         print(f"error: {err}", file=sys.stderr)
         return 3
+    except GenerationError as err:  # a server or engine that failed for good: after its retries, or not retriable
+        print(f"error: {args.command}: generation failed: {_one_line(str(err))}", file=sys.stderr)
+        return 3
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
-        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); a training run continues from "
-              "its newest checkpoint with --resume", file=sys.stderr)
+        hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
+                "a training run continues from its newest checkpoint with --resume")
+        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
         return 130
+
+
+def quiet_by_default(verbose: int) -> None:
+    """The command line's output: warnings and the command's own lines; with ``-v`` the INFO log (``-vv`` debug),
+    timestamped. Third-party progress bars (transformers' "Loading weights", the hub's and datasets' downloads) stay
+    off -- their libraries read these variables when they are first imported, which is after this -- and ours show on
+    a terminal only, so a piped log holds no carriage-return redraws."""
+    import os
+
+    for variable in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        os.environ.setdefault(variable, "1")
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    if verbose < 2:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _one_line(message: str) -> str:

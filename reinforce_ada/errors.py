@@ -5,7 +5,8 @@ says what was expected. The command line prints such an error as one line, ``err
 status 2, before any model is loaded where it can; any other exception is a bug and keeps its traceback.
 
 Each class also derives from the built-in exception code written before it existed would catch (``ValueError``,
-``KeyError``, ``TypeError``), so ``except ValueError`` still works.
+``KeyError``, ``TypeError``), so ``except ValueError`` still works. :class:`VerifierError` (a reward function's result
+that cannot be read) is here too, below every layer that raises or counts it.
 """
 
 from __future__ import annotations
@@ -42,29 +43,19 @@ class BadRowError(DataError, TypeError):
     """A row holds a value of the wrong kind (e.g. a prompt that is neither text nor chat messages)."""
 
 
+class RunFolderError(UserError, ValueError):
+    """The run folder cannot be used as asked (it holds a run, or a resume would mix two runs)."""
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint is missing, corrupt or inconsistent; the message names the file."""
+
+
 class NoDeviceError(ConfigError, RuntimeError):
     """``device`` names a GPU that torch cannot see."""
 
 
-def refuse_outputs_over_inputs(outputs: dict[str, object], inputs: list[tuple[str, object]]) -> None:
-    """Inputs are never outputs: raise :class:`UsageError` if an output path (``{option: path}``, empty or ``None``
-    for none) is one of the ``(option, path)`` inputs, or another output. Inputs that are not files (``task:NAME``, a
-    dataset name) are skipped. Every command that writes files calls this before any work."""
-    import os
-    from pathlib import Path
-
-    def same(a: Path, b: Path) -> bool:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
-
-    seen: list[tuple[str, Path]] = [(name, Path(str(p))) for name, p in inputs if p and Path(str(p)).is_file()]
-    for name, path in outputs.items():
-        if not path:
-            continue
-        out = Path(str(path))
-        for other, known in seen:
-            if same(out, known):
-                raise UsageError(f"{name} {path} is the same file as {other} {known}: an input is never overwritten; "
-                                 f"give {name} a new path")
-        seen.append((name, out))
+class VerifierError(ValueError):
+    """The verifier returned something unusable (wrong length, NaN or infinite reward). Not a :class:`UserError`:
+    the samplers count it as a failed verification (``on_verifier_failure``), and the run's guards stop a run whose
+    verifier fails on (almost) everything (exit 3). Also importable from :mod:`reinforce_ada.sampling.protocols`."""

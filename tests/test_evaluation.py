@@ -189,6 +189,7 @@ def test_cli_with_stand_in_data_and_verifier_modules(tiny_checkpoint, tmp_path, 
 
     import reinforce_ada.verifiers.registry  # noqa: F401 -- `train --help` lists its names when the parser is built
     import reinforce_ada.data.tasks  # noqa: F401 -- and the built-in tasks' names, before `data` is stood in for
+    import reinforce_ada.verifiers.timed  # noqa: F401 -- the verifier watch eval wraps around each verifier
 
     calls = {}
 

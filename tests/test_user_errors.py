@@ -105,25 +105,17 @@ def test_nested_sampler_settings_from_yaml_and_the_command_line(tmp_path, capsys
 @pytest.mark.parametrize("argv, message", [
     (["--group-size", "2", "--sampler.group-size", "4"],
      "`group_size` and `sampler.group_size` are the same setting (sampler.group_size); give one"),
-    (["--streaming-target", "0.4"],
-     "config field `streaming_target` was renamed: it is now `sampler.streaming.target` (--sampler.streaming.target)"),
-    (["--memory"], "config field `memory` was renamed: it is now `sampler.memory.enabled`"),
-    (["--sampler", "streaming"], "`sampler: streaming` is now `sampler.mode: streaming`"),
     (["--sampler.exit-rule", "positive"],
      "sampler.exit_rule='positive' contradicts strategy='ada-balanced', which sets sampler.exit_rule='balanced'"),
     (["--strategy", "grpo", "--samples-per-round", "8"],
      "sampler.samples_per_round=8 contradicts strategy='grpo', which sets sampler.samples_per_round=4"),
 ])
-def test_two_spellings_old_spellings_and_strategy_contradictions_are_named(capsys, no_trainer, argv, message):
+def test_two_spellings_and_strategy_contradictions_are_named(capsys, no_trainer, argv, message):
     code, err = run(capsys, "train", *argv)
     assert code == 2 and message in one_error_line(err)
 
 
-def test_flat_sampler_keywords_in_python_name_the_nested_spelling():
-    with pytest.raises(ConfigError, match=r"`group_size` is a sampler setting: give it as `sampler.group_size`"):
-        TrainConfig(group_size=2)
-    with pytest.raises(ConfigError, match=r"`memory_seed` was renamed: it is now `sampler.memory.seed`"):
-        TrainConfig(memory_seed="rates.jsonl")
+def test_unknown_sampler_fields_name_the_closest_known_one():
     with pytest.raises(ConfigError, match=r"unknown config field\(s\) `streaming.targt` \(did you mean "
                                           r"`streaming.target`\?\)"):
         TrainConfig(sampler={"streaming": {"targt": 0.4}})
@@ -202,6 +194,7 @@ def test_config_file_missing_or_not_utf8(tmp_path, capsys, no_trainer):
     (["simulate-multistep", "--prom", "10"], "--prom"),
     (["select-prompts", "--dat", "x", "--tiny", "--out", "o"], "--dat"),
     (["plot", "run", "--ou", "x"], "--ou"),
+    (["compare", "--strategie", "grpo", "--lrs", "1e-3"], "--strategie"),
     (["--verb", "simulate"], "--verb"),
 ])
 def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
@@ -209,6 +202,36 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
         cli.main(argv)
     assert exit_info.value.code == 2
     assert option in capsys.readouterr().err
+
+
+@pytest.mark.fault("a usage error: a value of the wrong type (train --learning-rate abc), a mistyped option at the "
+                   "top level or in a subcommand (train --max-step 5, --verbos), a mistyped subcommand",
+                   "exit 2, one line naming the option and value, with the closest spelling (it printed train's "
+                   "101-line usage, or the top-level usage with no suggestion)")
+@pytest.mark.parametrize("argv, line", [
+    (["train", "--learning-rate", "abc"],
+     "reinforce-ada train: error: argument --learning-rate: invalid float value: 'abc' (see reinforce-ada train "
+     "--help)"),
+    (["train", "--max-step", "5"],
+     "reinforce-ada train: error: unrecognized arguments: --max-step 5 (did you mean --max-steps?) (see reinforce-ada "
+     "train --help)"),
+    (["train", "--sampler.group-sise", "3"],
+     "reinforce-ada train: error: unrecognized arguments: --sampler.group-sise 3 (did you mean "
+     "--sampler.group-size?) (see reinforce-ada train --help)"),
+    (["--verbos", "simulate"],
+     "reinforce-ada simulate: error: unrecognized arguments: --verbos (did you mean --verbose?) (see reinforce-ada "
+     "simulate --help)"),
+    (["eval", "run", "--kk", "3"],
+     "reinforce-ada eval: error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+    (["trian"],
+     "reinforce-ada: error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
+     "select-prompts, simulate-multistep, compare); did you mean 'train'? (see reinforce-ada --help)"),
+])
+def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(capsys, no_trainer, argv, line):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [line]
 
 
 def test_every_subcommand_parser_refuses_abbreviations():
@@ -264,7 +287,7 @@ def test_an_empty_prompt_is_named_before_the_model_loads(tmp_path, capsys, model
                    "exit 2, one line naming the prompt and what to change, once the model has loaded (it was a "
                    "ValueError traceback, exit 1)")
 def test_chat_prompts_for_a_tokenizer_without_a_chat_template_are_one_line(tmp_path, capsys):
-    from reinforce_ada.models.warm_start import SHIPPED_START_MODELS
+    from reinforce_ada.models.tiny import SHIPPED_START_MODELS
 
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
     code, err = run(capsys, "train", "--model", str(SHIPPED_START_MODELS / "arithmetic"), "--data", str(data),
@@ -445,6 +468,63 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
 def test_answer_key_null_means_no_answer_column(tmp_path):
     path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
     assert load_config(TrainConfig, str(path)).answer_key is None
+
+
+@pytest.fixture()
+def saved_model(tmp_path):
+    """The tiny model saved as a folder (its weights must not load in these tests)."""
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+
+    path = tmp_path / "saved"
+    build_tiny_model().save_pretrained(path)
+    build_char_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.mark.fault("a prompt that encodes to zero tokens, or holds a lone surrogate (`\\ud800` in JSON) "
+                   "(train, eval, select-prompts)",
+                   "exit 2 in one line naming the file and row, before the weights load (it was a traceback after "
+                   "the model loaded)")
+@pytest.mark.parametrize("command", ["train", "eval", "select-prompts"])
+@pytest.mark.parametrize("fault", ["zero-tokens", "surrogate"])
+def test_a_prompt_no_tokenizer_can_take_is_refused_before_the_weights_load(tmp_path, capsys, monkeypatch,
+                                                                          saved_model, command, fault):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained",
+                        lambda *a, **k: pytest.fail("weights were loaded"))
+    rows = tmp_path / "rows.jsonl"
+    first = '{"prompt": "\u65e5\u672c", "answer": "1"}' if fault == "zero-tokens" else \
+        '{"prompt": "1+\\ud800=", "answer": "1"}'
+    rows.write_text(first + '\n{"prompt": "2+2=", "answer": "4"}\n')
+    capsys.readouterr()  # the fixture's progress bar
+    argv = {"train": ["train", "--model", "saved", "--data", "rows.jsonl", "--output-dir", "run"],
+            "eval": ["eval", "saved", "--data", "rows.jsonl"],
+            "select-prompts": ["select-prompts", "saved", "--data", "rows.jsonl", "--out", "o.jsonl"]}[command]
+    code, err = run(capsys, *argv, "--max-new-tokens", "4")
+    line = one_error_line(err)
+    assert code == 2
+    if fault == "surrogate":
+        assert line == ("error: rows.jsonl:1: field 'prompt' holds a lone surrogate ('\\ud800' at character 2), "
+                        "which is not Unicode text; fix the \\u escape or drop the row")
+    else:
+        what = {"train": "training prompt", "eval": "rows.jsonl prompt", "select-prompts": "rows.jsonl prompt"}
+        assert line.startswith(f"error: {what[command]} at row 0: prompt ")
+        assert line.endswith("('日本') encodes to zero tokens with this model's tokenizer; a completion needs a "
+                             "non-empty prompt: fix or drop it")
+    assert sorted(os.listdir(tmp_path)) == ["rows.jsonl", "saved"]
+
+
+@pytest.mark.fault("docs/reliability.md's repro `train --data arithmetic` (the default model)",
+                   "the documented line: `data: 'arithmetic' is a built-in task, not a dataset: give --task arithmetic "
+                   "(or --data task:arithmetic)` (it said the tiny model needs --task)")
+def test_a_task_given_as_data_is_named_so_with_the_default_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("reinforce_ada.training.loop.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    code, err = run(capsys, "train", "--data", "arithmetic")
+    assert os.listdir(tmp_path) == []
+    assert code == 2 and one_error_line(err) == (
+        "error: data: 'arithmetic' is a built-in task, not a dataset: give --task arithmetic (or --data "
+        "task:arithmetic)")
 
 
 @pytest.mark.fault("an output path that is one of the command's inputs (select-prompts / eval --out = --data, "

@@ -1,4 +1,4 @@
-"""A user's first hour, walked as a user walks it (issue 21): ``train`` -> ``eval RUN`` -> ``select-prompts RUN`` ->
+"""A user's first hour, walked as a user walks it: ``train`` -> ``eval RUN`` -> ``select-prompts RUN`` ->
 ``plot RUN`` -> ``train --resume --max-steps N+2``, each command on what the previous one wrote, in a temporary
 folder that is the current directory.
 

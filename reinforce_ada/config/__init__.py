@@ -15,17 +15,20 @@ from reinforce_ada.config.loading import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
     add_config_arguments,
+    config_settings,
     flat_aliases,
     load_config,
     read_config_file,
 )
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig
-from reinforce_ada.config.strategies import RENAMED, STRATEGIES, STRATEGY_SAMPLER_SETTINGS, strategy_sampler_values
+from reinforce_ada.config.strategies import STRATEGIES, STRATEGY_SAMPLER_SETTINGS, strategy_sampler_values
 from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
 from reinforce_ada.config.train import MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, TrainConfig, model_kind
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "RENAMED", "ROLLOUT_MISMATCH_LIMITS", "STRATEGIES",
-           "STRATEGY_SAMPLER_SETTINGS", "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig", "TrainConfig",
-           "add_config_arguments", "check_field_types", "field_docs", "flat_aliases", "load_config", "model_kind",
+__all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS",
+           "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig",
+           "TrainConfig",
+           "add_config_arguments", "check_field_types", "config_settings", "field_docs", "flat_aliases", "load_config",
+           "model_kind",
            "read_config_file", "strategy_sampler_values"]

@@ -14,8 +14,8 @@ from typing import Any
 from reinforce_ada.config.checks import _field_types, check_field_types, field_docs, unknown_fields
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "flat_aliases", "load_config",
-           "read_config_file"]
+__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "config_settings", "flat_aliases",
+           "load_config", "read_config_file"]
 
 
 TRUE_SPELLINGS = ("true", "yes", "on", "1")
@@ -130,30 +130,19 @@ def flat_aliases(cls: type) -> dict[str, str]:
     return aliases
 
 
-def _renamed(cls: type) -> dict[str, str]:
-    return getattr(cls, "RENAMED_FIELDS", {})
-
-
 def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]:
     """Dotted names (``sampler.streaming.target``) and flat aliases (``group_size``) put in their sections; a setting
-    given under two spellings, an old spelling or an unknown name is a ConfigError naming them."""
+    given under two spellings or an unknown name (with the closest known one) is a ConfigError naming them."""
     where = f"{source}: " if source else ""
-    aliases, renamed, leaves = flat_aliases(cls), _renamed(cls), _leaves(cls)
+    aliases, leaves = flat_aliases(cls), _leaves(cls)
     known = sorted(set(leaves) | set(aliases))
     spelled: dict[str, str] = {}
     unknown = []
     paths = _section_paths(cls)
     for key in flat:
         if key in paths and not isinstance(flat[key], dict):
-            if key in renamed:
-                raise ConfigError(f"{where}`{key}` is a section: give its fields as a mapping (`{key}: {{field: "
-                                  f"value}}` in YAML, `--{key}.<field>` on the command line); `{key}: {flat[key]}` is "
-                                  f"now `{renamed[key]}: {flat[key]}`")
             raise ConfigError(f"{where}config field `{key}`: expected a mapping of {paths[key].__name__} fields, got "
                               f"{type(flat[key]).__name__} {flat[key]!r}")
-        if key in renamed:
-            option = "--" + renamed[key].replace("_", "-")
-            raise ConfigError(f"{where}config field `{key}` was renamed: it is now `{renamed[key]}` ({option})")
         dotted = aliases.get(key, key)
         if dotted not in leaves:
             unknown.append(key)
@@ -199,12 +188,21 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def config_settings(cls: type, values: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """``values`` (nested sections, dotted names or flat aliases) as ``{dotted name: value}``, each checked as
+    :func:`load_config` checks it (known field, one spelling, the field's type), without building ``cls``: what a
+    caller that combines several sources of settings compares and merges (``reinforce-ada compare``)."""
+    nested = _nest(cls, _flatten(cls, dict(values)), source)
+    _check_types(cls, nested, source)
+    return _flatten(cls, nested)
+
+
 def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
     """Build ``cls`` from an optional YAML file, then command-line overrides (dotted names or flat aliases).
 
     Checked before the config is built, each with a message naming the file and field: the file exists, is UTF-8
     and valid YAML (line and column given), holds a mapping without repeated keys, names only known fields (with
-    the closest known name suggested; an old spelling names the new one; one setting under two spellings is refused)
+    the closest known name suggested; one setting under two spellings is refused)
     and gives each a value of the field's type. ``cls.__post_init__`` then checks ranges and combinations.
     """
     values: dict[str, Any] = {}
@@ -246,6 +244,3 @@ def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None 
             else:
                 kind = int if int in members else float if float in members else str
                 parser.add_argument(option, type=kind, metavar=name.upper(), **kwargs)
-    for old, new in _renamed(cls).items():  # old spellings: accepted by the parser, refused by load_config
-        parser.add_argument("--" + old.replace("_", "-"), dest=old, nargs="?", default=argparse.SUPPRESS,
-                            help=argparse.SUPPRESS)

@@ -9,7 +9,7 @@ from typing import Any
 from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, SamplerConfig
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["GROUP_SIZE", "RENAMED", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "strategy_sampler_values"]
+__all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "strategy_sampler_values"]
 
 GROUP_SIZE = "<group_size>"
 """A table value meaning "the sampler's ``group_size``" (GRPO draws one round of n)."""
@@ -37,26 +37,6 @@ A field the strategy sets may be given only with the strategy's value (anything 
 
 STRATEGIES = tuple(STRATEGY_SAMPLER_SETTINGS)
 """The trainer's sampling strategies (the keys of :data:`STRATEGY_SAMPLER_SETTINGS`)."""
-
-RENAMED: dict[str, str] = {
-    "streaming_allocation": "sampler.streaming.allocation",
-    "streaming_target": "sampler.streaming.target",
-    "sample_budget": "sampler.streaming.budget",
-    "max_in_flight": "sampler.streaming.max_in_flight",
-    "give_up_below": "sampler.streaming.give_up_below",
-    "min_signal_rate": "sampler.streaming.min_signal_rate",
-    "skip_below": "sampler.streaming.skip_below",
-    "cap_below": "sampler.streaming.cap_below",
-    "memory": "sampler.memory.enabled",
-    "memory_half_life": "sampler.memory.half_life",
-    "memory_max_evidence": "sampler.memory.max_evidence",
-    "memory_seed": "sampler.memory.seed",
-}
-"""Old flat :class:`~reinforce_ada.config.TrainConfig` fields that moved into a section of the sampler tree under
-another name (the old top-level ``sampler: rounds|streaming`` is now ``sampler.mode``). Giving one is a ConfigError
-naming the new spelling. The sampler's own fields (``group_size``, ``exit_rule``, ...) keep their flat spellings as
-aliases (see :func:`reinforce_ada.config.loading.flat_aliases`)."""
-
 
 def given_sampler_values(sampler: SamplerConfig | dict[str, Any]) -> dict[str, Any]:
     """The fields given: a mapping as it is; for a built :class:`SamplerConfig`, the fields that differ from their

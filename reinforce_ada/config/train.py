@@ -5,7 +5,6 @@ rules, so bad values fail before any model is loaded, with a message naming the 
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import Any
 
 from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
-from reinforce_ada.config.strategies import RENAMED, STRATEGIES, strategy_sampler_values
+from reinforce_ada.config.strategies import STRATEGIES, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "TrainConfig", "model_kind"]
@@ -71,8 +70,6 @@ class TrainConfig:
     would carry the first model's resolved values over as if they had been given).
     """
 
-    RENAMED_FIELDS = {**RENAMED, "sampler": "sampler.mode"}  # not a field: old spellings, for load_config
-
     # -- model -------------------------------------------------------------------------------------------------------
     model: str = "tiny"
     """``"tiny"`` (built-in ~0.1M-parameter char-level Qwen2, SFT-warm-started on the task and cached),
@@ -117,6 +114,10 @@ class TrainConfig:
     for ``data``)."""
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
+    task_train_prompts: int = 0
+    """Built-in task only: train on this many of its prompts (drawn with ``seed``), cycled epoch by epoch, so each one
+    recurs every ``task_train_prompts / batch_size`` steps as in multi-epoch RL on a finite dataset. 0: a pool of
+    max(4096, 4 x batch_size) prompts (the demo's 100 steps of 32 never see one twice)."""
     verifier_answer_kwarg: str | None = None
     """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
     dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
@@ -209,6 +210,9 @@ class TrainConfig:
     micro_batch_size: int | None = None
     """Completions per forward/backward (gradient accumulation inside a mini-batch). Model-dependent default: 64
     for tiny, 8 otherwise."""
+    policy_loss: str = "ppo-clip"
+    """The policy loss by name (:data:`~reinforce_ada.core.losses.POLICY_LOSSES`): ``ppo-clip``, token-level PPO-clip
+    with the clip ratios below."""
     clip_ratio_low: float = 0.2
     """PPO clip below 1."""
     clip_ratio_high: float = 0.28
@@ -258,9 +262,6 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.sampler, str):
-            raise ConfigError(f"sampler={self.sampler!r}: `sampler` is now the sampler's section; the sampler kind is "
-                              f"sampler.mode (--sampler.mode {self.sampler})")
         _check_types(self)
         self._take_task_from_data()
         self._resolve_model_defaults()
@@ -271,7 +272,7 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer (got {value!r})")
         for name in ("save_steps", "eval_steps", "warmup_steps", "mini_batch_size", "eval_prompts", "sft_max_steps",
-                     "num_threads"):
+                     "num_threads", "task_train_prompts"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer (got {value!r})")
@@ -312,9 +313,14 @@ class TrainConfig:
             raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
         self._check_rollout_fields()
         _check_choice("report_to", self.report_to, ["none", "tensorboard", "wandb"])
-        from reinforce_ada.core.losses import AGGREGATIONS
+        from reinforce_ada.core.losses import AGGREGATIONS, POLICY_LOSSES
 
+        _check_choice("policy_loss", self.policy_loss, POLICY_LOSSES.names())
         _check_choice("loss_agg_mode", self.loss_agg_mode, AGGREGATIONS.names())
+        if self.task_train_prompts and (self.data is not None or self.task_train_prompts < self.batch_size):
+            raise ConfigError(f"task_train_prompts={self.task_train_prompts} " + (
+                "is for a built-in task; with data, the file is the training set" if self.data is not None else
+                f"is below batch_size={self.batch_size}: a step needs that many distinct prompts"))
         if self.data is None and self.task is None:
             raise ConfigError("give either data (a prompt file or dataset) or task (a built-in task)")
         if self.template is not None and "{prompt}" not in self.template:
@@ -421,23 +427,3 @@ class TrainConfig:
                                      positive_threshold=s.positive_threshold, normalize_std=s.normalize_std,
                                      epsilon=s.epsilon, on_verifier_failure=s.on_verifier_failure,
                                      generation_retries=s.generation_retries, seed=s.seed)
-
-
-def _refuse_flat_sampler_settings(init: Any) -> Any:
-    """``TrainConfig(group_size=...)`` or an old spelling (``streaming_target=...``): a ConfigError naming the
-    sampler tree's spelling, instead of the dataclass's ``unexpected keyword argument``."""
-
-    @functools.wraps(init)
-    def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        for name in kwargs:
-            if name in RENAMED:
-                raise ConfigError(f"`{name}` was renamed: it is now `{RENAMED[name]}`")
-            if name in SamplerConfig.__dataclass_fields__ and name not in TrainConfig.__dataclass_fields__:
-                raise ConfigError(f"`{name}` is a sampler setting: give it as `sampler.{name}` "
-                                  f"(TrainConfig(sampler={{{name!r}: ...}}))")
-        init(self, *args, **kwargs)
-
-    return checked_init
-
-
-TrainConfig.__init__ = _refuse_flat_sampler_settings(TrainConfig.__init__)  # type: ignore[method-assign]

@@ -1,7 +1,7 @@
 """The pure core of Reinforce-Ada: exit rules, selection, advantages, losses and allocation.
 
 Only the standard library, numpy and torch are imported here (a test enforces it), so every piece can be used
-from any training framework.
+from any training framework; torch only where a loss is computed, so reading the registries needs none.
 """
 
 from reinforce_ada.core.advantages import (
@@ -17,7 +17,7 @@ from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULE
 import reinforce_ada.core.beta_allocation  # noqa: F401,E402 -- registers the beta-* allocation rules
 import reinforce_ada.core.budget_allocation  # noqa: F401,E402 -- registers the "budget" step allocation rule
 from reinforce_ada.core.exits import EXIT_RULES, get_exit_rule
-from reinforce_ada.core.losses import AGGREGATIONS, aggregate, ppo_clip_loss
+from reinforce_ada.core.losses import AGGREGATIONS, POLICY_LOSSES, aggregate, ppo_clip_loss, regularise
 from reinforce_ada.core.registry import Registry
 from reinforce_ada.core.selection import SELECTION_RULES, get_selection_rule
 
@@ -26,6 +26,7 @@ __all__ = [
     "AGGREGATIONS",
     "ALLOCATION_RULES",
     "EXIT_RULES",
+    "POLICY_LOSSES",
     "SELECTION_RULES",
     "STEP_ALLOCATION_RULES",
     "Registry",
@@ -40,4 +41,5 @@ __all__ = [
     "pool_advantages",
     "pool_importance_weights",
     "ppo_clip_loss",
+    "regularise",
 ]

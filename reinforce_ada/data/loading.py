@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 from pathlib import Path
 import math
 from typing import Any, Callable, Iterable
@@ -228,6 +229,8 @@ def read_jsonl(path: str | Path, text: str | None = None) -> tuple[list[dict], l
             raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{number}: each line must be a JSON object (got {type(row).__name__})")
+        if _SURROGATE_ESCAPE.search(line):
+            check_unicode(row, f"{path}:{number}")
         rows.append(row)
         lines.append(number)
     return rows, lines
@@ -247,7 +250,32 @@ def _read_json(path: Path, text: str) -> tuple[list[dict], None]:
         data = [dict(zip(data, values)) for values in zip(*data.values())]
     if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
         raise DataError(f"{path}: expected a list of objects, {{'column': [...]}} or {{'data': [...]}}")
+    if _SURROGATE_ESCAPE.search(text):
+        for index, row in enumerate(data):
+            check_unicode(row, f"{path}: row {index}")
     return data, None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: the only way a UTF-8 file can hold one (a pair is fine, one alone is not)."""
+
+
+def check_unicode(value: Any, where: str, field: str = "") -> None:
+    """Raise :class:`DataError` naming ``where`` and the field when a string in ``value`` (a row, a list, a string)
+    holds a lone surrogate (``"\\ud800"`` in JSON): not Unicode text, so no tokenizer, hash or file can take it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise DataError(f"{where}: {field or 'a value'} holds a lone surrogate ({value[err.start]!r} at "
+                            f"character {err.start}), which is not Unicode text; fix the \\u escape or drop the "
+                            f"row") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_unicode(item, where, field or f"field {key!r}")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_unicode(item, where, field)
 
 
 def _read_csv(path: Path, text: str) -> tuple[list[dict], list[int]]:

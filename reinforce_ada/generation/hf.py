@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion
@@ -48,7 +49,7 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
     return ids
 
 
-class HFGenerator:
+class HFGenerator(GeneratorBase):
     """:class:`~reinforce_ada.sampling.protocols.Generator` backed by ``model.generate`` (CPU or GPU: the model's).
 
     Args:

@@ -3,7 +3,7 @@
 **One request per prompt, ``n`` samples.** A prompt's samples go to the server as one request with ``n = k``
 (at most ``max_n``): the server then shares the prompt's prefill among them and one HTTP round trip serves ``k``
 samples. Per-sample requests (``max_n=1``) cost a request each and, on vLLM's CPU server, made the streaming sampler
-about 2x slower than the round sampler (issue 19, item 7). On the asynchronous path (:meth:`complete`, one call per
+about 2x slower than the round sampler. On the asynchronous path (:meth:`complete`, one call per
 sample, the streaming sampler's :class:`~reinforce_ada.sampling.streaming.AsyncEngine`) the calls for one prompt made
 in the same event-loop turn -- the scheduler's wave for that prompt -- are coalesced into one ``n``-request; each
 call still returns exactly one :class:`Completion`. Cancelling a call drops its sample; when every call of a request
@@ -26,9 +26,10 @@ a test may replace the clock.
 
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
 deterministic jitter) when the library's one retry rule (``sampling.protocols.is_transient``) says so: connection
-errors, dropped connections, timeouts, HTTP 408/409/429/5xx and malformed bodies are raised as transient
-``GenerationError``; other 4xx answers (a bad request will not get better) as ``ServerRequestError``, a
-``FatalGenerationError``, and fail at once. Every request carries its own request id (``X-Request-Id``: its first
+errors, dropped connections, timeouts, HTTP 408/409/429/5xx and a body that is not JSON are raised as transient
+``GenerationError``; other 4xx answers (a bad request will not get better) as ``ServerRequestError``, and a JSON
+answer that does not fit the request (``n`` choices asked, another number given; ``text: null``; as many log-probs
+as token ids asked, another number given) as ``ServerAnswerError`` -- both ``FatalGenerationError``, failing at once. Every request carries its own request id (``X-Request-Id``: its first
 sample's), identical across its retries; every sample produces exactly one :class:`Completion` -- or raises, so a
 prompt is never lost silently nor counted twice. A failed ``n``-request fails each of its samples.
 
@@ -52,6 +53,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.sampling.protocols import (
     FatalGenerationError,
     GenerationError,
@@ -70,6 +72,12 @@ RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 class ServerRequestError(FatalGenerationError):
     """The server refused a request in a way retrying will not fix (a 4xx other than 408/409/425/429)."""
+
+
+class ServerAnswerError(FatalGenerationError):
+    """The server answered (HTTP 200, JSON), but not what the request asked for: the wrong number of choices, a
+    completion whose text is not a string, log-probs that do not match its token ids. The same request gets the
+    same kind of answer, so it is not retried."""
 
 
 def _httpx():
@@ -109,7 +117,7 @@ class _SharedRequest:
                 future.set_result(task.result()[i])
 
 
-class OpenAICompletionsEngine:
+class OpenAICompletionsEngine(GeneratorBase):
     """Asynchronous engine (and synchronous generator) over an OpenAI-compatible HTTP server."""
 
     def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,
@@ -331,11 +339,16 @@ class OpenAICompletionsEngine:
             raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: {response.text[:300]}")
         try:
             data = response.json()
-            if self.require_token_ids:
-                check_token_ids(data, self.base_url)
+        except ValueError as err:  # a body cut or garbled on the way: another try may get it whole
+            raise GenerationError(f"malformed response (not JSON): {err}") from err
+        if self.require_token_ids:
+            check_token_ids(data, self.base_url)
+        try:
             return self._parse(prompt, data, body["n"])
-        except (ValueError, KeyError, TypeError, IndexError) as err:
-            raise GenerationError(f"malformed response: {err!r}") from err
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+            raise ServerAnswerError(f"request {request_id}: the server's answer does not fit the request "
+                                    f"({type(err).__name__}: {err}); not retried, as the same request gets the "
+                                    f"same kind of answer") from err
 
     @staticmethod
     def _parse(prompt: Prompt, data: dict[str, Any], n: int = 1) -> list[Completion]:

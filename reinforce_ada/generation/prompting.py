@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from reinforce_ada.errors import ConfigError
+from reinforce_ada.errors import ConfigError, DataError
 from reinforce_ada.types import Prompt
 
 __all__ = ["check_prompts_fit", "check_sampling_params", "encode_prompt", "prompt_messages"]
@@ -58,8 +58,14 @@ def encode_prompt(tokenizer: Any, prompt: Prompt, use_chat_template: bool = True
         text = prompt.prompt
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if not ids:
-        raise ValueError(f"prompt {prompt.prompt_id!r} encodes to zero tokens; a completion needs a non-empty prompt")
+        raise DataError(f"prompt {prompt.prompt_id!r} ({_shown(prompt.prompt)}) encodes to zero tokens with this "
+                        f"model's tokenizer; a completion needs a non-empty prompt: fix or drop it")
     return ids
+
+
+def _shown(body: Any) -> str:
+    text = body if isinstance(body, str) else " ".join(str(m.get("content", "")) for m in body)
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
 
 
 def check_sampling_params(max_new_tokens: Any, temperature: Any, top_p: Any) -> None:
@@ -77,12 +83,11 @@ def check_prompts_fit(prompts: Mapping[str, Sequence[Prompt]], encode: Callable[
     """Every prompt plus ``max_new_tokens`` must fit the model's ``context`` (``None``: the model does not say);
     ``prompts`` maps a description (``training prompt``, ``task:arithmetic prompt``) to its prompts. Fails with a
     :class:`~reinforce_ada.errors.ConfigError` naming the first row that does not fit and the largest
-    ``--max-new-tokens`` with which every prompt would."""
-    from reinforce_ada.errors import ConfigError
-
+    ``--max-new-tokens`` with which every prompt would, or a :class:`~reinforce_ada.errors.DataError` naming a row
+    that encodes to zero tokens."""
+    lengths = {what: _lengths(what, rows, encode) for what, rows in prompts.items()}  # zero tokens: named here
     if not context:
         return
-    lengths = {what: [len(encode(p)) for p in rows] for what, rows in prompts.items()}
     longest = max((n for row_lengths in lengths.values() for n in row_lengths), default=0)
     for what, rows in prompts.items():
         too_long = [(i, n) for i, n in enumerate(lengths[what]) if n + max_new_tokens > context]
@@ -95,3 +100,14 @@ def check_prompts_fit(prompts: Mapping[str, Sequence[Prompt]], encode: Callable[
         raise ConfigError(f"{what} at row {index} (prompt_id {rows[index].prompt_id!r}) is {length} tokens; with "
                           f"max_new_tokens={max_new_tokens} it needs {length + max_new_tokens} positions, more than "
                           f"the model's context of {context} (max_position_embeddings){more}: {fix}")
+
+
+def _lengths(what: str, rows: Sequence[Prompt], encode: Callable[[Prompt], list[int]]) -> list[int]:
+    """The encoded length of every prompt of ``rows``; a prompt that cannot be encoded is named by its row."""
+    lengths = []
+    for index, prompt in enumerate(rows):
+        try:
+            lengths.append(len(encode(prompt)))
+        except DataError as err:
+            raise DataError(f"{what} at row {index}: {err}") from None
+    return lengths

@@ -54,6 +54,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
 from reinforce_ada.generation.vllm_checks import check_engine_setup, engine_start_error
 from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
@@ -98,7 +99,7 @@ def _current_platform(vllm: Any) -> Any:
     return platforms.current_platform
 
 
-class VLLMGenerator:
+class VLLMGenerator(GeneratorBase):
     """:class:`~reinforce_ada.sampling.protocols.Generator` backed by an offline ``vllm.LLM`` engine.
 
     Args:

@@ -44,6 +44,7 @@ import os
 import threading
 from typing import Any, Coroutine, Sequence, TypeVar
 
+from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationRequest
@@ -146,7 +147,7 @@ class EngineLoop:
         self.loop.close()
 
 
-class VLLMAsyncEngine:
+class VLLMAsyncEngine(GeneratorBase):
     """:class:`~reinforce_ada.sampling.streaming.AsyncEngine` over a vLLM ``AsyncLLM``, with the event loop it lives
     in (:meth:`run_in_loop`); also a synchronous :class:`~reinforce_ada.sampling.protocols.Generator` (:meth:`generate`,
     for evaluation) and a trainer backend (:meth:`load_weights`, :meth:`close`).

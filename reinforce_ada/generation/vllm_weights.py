@@ -24,7 +24,7 @@ weight itself is updated (through the embedding layer), but on the CPU the head'
 the engine was built -- is what computes the logits: after a large update the engine's log-probs were off by up to 15
 nats, and by up to 1.39 after one ordinary step. :func:`reprocess_tied_layers` runs such layers'
 ``process_weights_after_loading`` again, which re-packs the head from the updated shared weight; afterwards the engine's
-log-probs of sampled tokens equal the trainer's to 1e-5 in float32 (``tests/engine/test_vllm_generator.py``).
+log-probs of sampled tokens equal the trainer's to 1e-5 in float32 (``tests/generation/test_vllm_generator.py``).
 Re-running it is safe for the layers it touches: the embedding method keeps its weight (``remove_weight=False``) and
 does nothing on GPUs.
 """

@@ -22,7 +22,11 @@ TINY_VOCAB: list[str] = ["<pad>", "<eos>", "<unk>"] + list(string.digits + strin
 
 TINY_SHAPE: dict[str, int] = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "max_positions": 64}
 """The built-in model's default shape (:func:`build_tiny_model`'s defaults). Part of the warm-start cache key
-(:meth:`~reinforce_ada.models.warm_start.WarmStartSettings.key`), so a cache made for another shape is never loaded."""
+(:meth:`~reinforce_ada.training.warm_start.WarmStartSettings.key`), so a cache made for another shape is never loaded."""
+
+
+SHIPPED_START_MODELS = Path(__file__).parent / "start_models"
+"""Folder of the warm-started tiny models shipped with the package, one sub-folder per built-in task."""
 
 
 def build_char_tokenizer():

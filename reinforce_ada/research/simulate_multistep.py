@@ -282,6 +282,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada simulate-multistep``: run the strategies, print the table, optionally write JSON."""
+    from reinforce_ada.outputs import refuse_unsafe_outputs
+
+    refuse_unsafe_outputs({"--json": args.json}, [("--dist", args.dist)])
     check_simulation_inputs(args.prompts, args.seed)
     check_counts(epochs=args.epochs, batch_size=args.batch_size, concurrency=args.concurrency,
                  max_tokens=args.max_tokens)

@@ -10,7 +10,7 @@
   options given as keywords), with a memory when ``memory.enabled``. ``generator`` is a
   :class:`~reinforce_ada.sampling.streaming.SteppedEngine` (the colocated vLLM engine, stepped by the sampler), an
   :class:`~reinforce_ada.sampling.streaming.AsyncEngine` or a synchronous generator (wrapped in
-  :class:`~reinforce_ada.generation.async_hf.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
+  :class:`~reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
   batches cannot be cancelled).
 
 The trainer, the research tools, benchmarks and tests all build their samplers here.
@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from reinforce_ada.config import DynamicSamplingConfig, MemoryConfig, SamplerConfig, StreamingConfig
+from reinforce_ada.sampling.protocols import Sampler
 
 __all__ = ["build_sampler", "new_memory"]
 
@@ -41,7 +42,7 @@ def new_memory(config: MemoryConfig, *, half_life: float | None) -> Any:
 
 
 def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any, verifier: Any, *,
-                  memory: Any = None, **streaming_options: Any) -> Any:
+                  memory: Any = None, **streaming_options: Any) -> Sampler:
     """The sampler ``config`` names (see the module docstring).
 
     ``memory``: a :class:`~reinforce_ada.sampling.memory.PassRateMemory` to use instead of the one the config implies
@@ -71,7 +72,7 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
 
 
 def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, memory: Any,
-                       extra: dict[str, Any]) -> Any:
+                       extra: dict[str, Any]) -> Sampler:
     from reinforce_ada.sampling.scoring import check_backends
     from reinforce_ada.sampling.scheduler import StreamingOptions
     from reinforce_ada.sampling.streaming import SteppedEngine, StreamingSampler
@@ -82,7 +83,7 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
     options = {**config.streaming.options(), **extra}
     engine = generator
     if not isinstance(generator, SteppedEngine) and not callable(getattr(generator, "complete", None)):
-        from reinforce_ada.generation.async_hf import AsyncGeneratorEngine
+        from reinforce_ada.sampling.sync_engine import AsyncGeneratorEngine
 
         check_backends(generator, verifier)
         engine = AsyncGeneratorEngine(generator)

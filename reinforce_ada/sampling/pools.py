@@ -26,7 +26,7 @@ from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.sampling.memory import PassRateMemory
-from reinforce_ada.sampling.protocols import GenerationRequest, Verifier
+from reinforce_ada.sampling.protocols import GenerationRequest, PromptSource, Verifier
 from reinforce_ada.sampling.scoring import score_outputs
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
@@ -137,6 +137,10 @@ class PoolSampler:
     @rng.setter
     def rng(self, value: np.random.Generator) -> None:
         self.selector.rng = value
+
+    def draw(self, source: PromptSource, num_prompts: int) -> list[Prompt]:
+        """The step's prompts: the next ``num_prompts`` of ``source`` (all of them are sampled)."""
+        return source.take(num_prompts)
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"rng": self.rng.bit_generator.state}

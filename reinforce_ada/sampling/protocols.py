@@ -1,21 +1,25 @@
-"""What a generation backend and a reward function promise the samplers: the request, the two protocols, the errors.
+"""What a generation backend and a reward function promise the samplers, and what a sampler promises its caller:
+the requests, the protocols, the errors.
 
 Every backend in :mod:`reinforce_ada.generation` and every integration imports these from here, never from the
 sampling loop (:mod:`reinforce_ada.sampling.sampler`), so a backend depends only on this module and
 :mod:`reinforce_ada.types`. A ``Generator`` answers a list of :class:`GenerationRequest` with one list of
 :class:`~reinforce_ada.types.Completion` per request, in order; a ``Verifier`` scores a flat batch of completions,
-``None`` meaning "could not score".
+``None`` meaning "could not score". A ``Sampler`` (every sampler :func:`reinforce_ada.sampling.factory.build_sampler`
+makes: round-based, streaming, budget, DAPO) draws a step's prompts from a :class:`PromptSource` and returns the
+:class:`~reinforce_ada.types.SampledBatch` the trainer updates on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
-from reinforce_ada.types import Completion, Prompt, PromptId
+from reinforce_ada.errors import VerifierError
+from reinforce_ada.types import Completion, Prompt, PromptId, SampledBatch
 
 __all__ = ["FatalGenerationError", "GenerationError", "GenerationRequest", "Generator", "PartialGenerationError",
-           "SampleRequest", "Verifier", "VerifierError", "is_transient"]
+           "PromptSource", "SampleRequest", "Sampler", "Verifier", "VerifierError", "is_transient"]
 
 
 @dataclass(slots=True)
@@ -59,6 +63,39 @@ class Verifier(Protocol):
     def __call__(self, prompts: Sequence[Prompt], completions: Sequence[Completion]) -> Sequence[float | None]: ...
 
 
+class PromptSource(Protocol):
+    """Where a sampler draws a step's prompts: an endless iterator of prompts (the trainer's seeded, epoch-shuffled
+    :class:`~reinforce_ada.data.stream.PromptStream`), whose position a checkpoint records."""
+
+    def __iter__(self) -> Iterator[Prompt]: ...
+
+    def __next__(self) -> Prompt: ...
+
+    def take(self, num: int) -> list[Prompt]:
+        """The next ``num`` prompts, no prompt twice."""
+        ...
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """One training step's batch: :meth:`draw` takes the step's prompts from a source, :meth:`sample` turns them
+    into the :class:`~reinforce_ada.types.SampledBatch` the trainer updates on. Its state (random generators, the
+    cross-step memory) is part of a checkpoint.
+
+    The round-based and streaming samplers sample exactly the ``num_prompts`` prompts they draw; DAPO
+    (:class:`~reinforce_ada.sampling.sampler.DynamicSampler`) draws lazily, one generation batch at a time, until it
+    has enough groups with signal, so only the prompts it used leave the source.
+    """
+
+    def draw(self, source: PromptSource, num_prompts: int) -> Iterable[Prompt]: ...
+
+    def sample(self, prompts: Iterable[Prompt]) -> SampledBatch: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 class GenerationError(RuntimeError):
     """The generator failed (after retries) or returned something malformed."""
 
@@ -97,7 +134,3 @@ def is_transient(error: BaseException) -> bool:
     connections, a plain :class:`GenerationError`, a ``RuntimeError`` from the engine (out of memory, a device
     hiccup)."""
     return not isinstance(error, NOT_TRANSIENT)
-
-
-class VerifierError(ValueError):
-    """The verifier returned something unusable (wrong length, NaN or infinite reward)."""

@@ -37,7 +37,8 @@ from reinforce_ada.sampling.pools import (
     score_into_pools,
     select_and_build,
 )
-from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, Generator, Verifier, is_transient
+from reinforce_ada.sampling.protocols import (GenerationError, GenerationRequest, Generator, PromptSource, Verifier,
+                                              is_transient)
 from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
@@ -199,6 +200,11 @@ class DynamicSampler:
         result.metrics["batch_filled"] = float(len(kept) >= cfg.batch_size)
         result.metrics["num_failed_samples"] = float(num_failed_samples)
         return result
+
+    def draw(self, source: PromptSource, num_prompts: int) -> PromptSource:
+        """The source itself: :meth:`sample` takes ``generation_batch_size`` prompts at a time from it, as many
+        batches as it needs (``num_prompts`` is the trainer's ``batch_size``, which :attr:`config` holds already)."""
+        return source
 
     def state_dict(self) -> dict[str, Any]:
         return self._round.state_dict()

@@ -129,7 +129,8 @@ def _generate(generator: Generator, requests: list[GenerationRequest], retries: 
             last_error = err
             logger.warning("generator failed (attempt %d of %d): %r", attempt + 1, retries + 1, err)
     else:
-        raise GenerationError(f"generator failed {retries + 1} times: {last_error!r}") from last_error
+        tries = f"{retries + 1} times" if retries else "once (no retries)"
+        raise GenerationError(f"generator failed {tries}: {type(last_error).__name__}: {last_error}") from last_error
     if len(outputs) != len(requests):
         raise GenerationError(f"generator returned {len(outputs)} outputs for {len(requests)} requests")
     for request, completions in zip(requests, outputs):

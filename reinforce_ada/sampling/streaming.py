@@ -87,7 +87,7 @@ class StreamingSampler(PoolSampler):
         if not isinstance(engine, SteppedEngine) and not callable(getattr(engine, "complete", None)):
             raise TypeError(f"engine must have an async complete(prompt, request_id) method "
                             f"(got {type(engine).__name__}); wrap a synchronous generator in "
-                            "reinforce_ada.generation.async_hf.AsyncGeneratorEngine")
+                            "reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine")
         if not callable(verifier):
             raise TypeError(f"verifier must be callable (got {type(verifier).__name__})")
         super().__init__(verifier, config, memory)

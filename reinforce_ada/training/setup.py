@@ -1,7 +1,8 @@
 """Building the trainer's pieces from a :class:`~reinforce_ada.config.TrainConfig`: the device, the seeds, the data
 and verifier, the model (warm-started tiny model or a pretrained one, optionally with LoRA adapters), the frozen
-reference model for the KL term and the generation backend (the sampler comes from
-:func:`reinforce_ada.sampling.factory.build_sampler`).
+reference model for the KL term, the optimizer and its schedule, and the generation backend (the sampler comes from
+:func:`reinforce_ada.sampling.factory.build_sampler`). The built-in task is built once, by the preflight checks
+(:func:`reinforce_ada.training.preflight.check_train_inputs`), and passed to what needs it.
 
 Each function reads only the config fields it names; the :class:`~reinforce_ada.training.loop.Trainer` calls them in
 a fixed order (the order matters: seeding comes before anything that draws random numbers).
@@ -45,37 +46,35 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_data(cfg: TrainConfig) -> tuple[list[Prompt], list[Prompt], Any, Any]:
-    """``(train prompts, held-out prompts, verifier, task)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
-    built-in ``cfg.task`` (then also returned, so the warm start can reuse it; ``None`` otherwise)."""
-    from reinforce_ada.data import get_task, load_prompts
-    from reinforce_ada.training.run_data import held_out_prompts, prompt_keys, run_verifier
+def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], Any]:
+    """``(train prompts, held-out prompts, verifier)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
+    built-in ``task`` (the config's, built; ``None`` for prompt files)."""
+    from reinforce_ada.data import load_prompts
+    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
 
-    task = None
     if cfg.data is not None:
         train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
-        task = get_task(cfg.task, **cfg.task_options())
-        train = task.prompts(max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
-    return train, held_out_prompts(cfg, task), run_verifier(cfg, task), task
+        train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+    return train, held_out_prompts(cfg, task), run_verifier(cfg, task)
 
 
-def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in task (``task`` when
-    :func:`load_data` built it), or ``cfg.model`` loaded pretrained (no warm start: ``{}``)."""
+def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,
+               held_out: Sequence[Prompt] = ()) -> tuple[Any, Any, dict[str, Any]]:
+    """``(model, tokenizer, warm_start_info)``: the tiny model warm-started on the built-in ``task`` (the config's,
+    built), or ``cfg.model`` loaded pretrained (no warm start: ``{}``). Every training and held-out prompt is checked
+    against the model's tokenizer and context first (:func:`check_prompts_before_weights`), so a prompt that encodes
+    to zero tokens or does not fit is named before a warm start or a weights file loads."""
+    check_prompts_before_weights(cfg, [*train_prompts], [*held_out])
     if cfg.model == "tiny":
         from reinforce_ada.models.loading import cache_dir
-        from reinforce_ada.models.warm_start import WarmStartSettings, load_or_warm_start_tiny
+        from reinforce_ada.training.warm_start import WarmStartSettings, load_or_warm_start_tiny
 
         if cfg.data is not None:
             raise ValueError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
         settings = WarmStartSettings.from_config(cfg)
         # The warm start sees train prompts only; its accuracy checks use a slice of the held-out split
         # different from the prompts the RL run reports on.
-        if task is None:
-            from reinforce_ada.data import get_task
-
-            task = get_task(cfg.task, **cfg.task_options())
         sft_held_out = task.prompts(settings.eval_prompts, seed=cfg.sft_seed + 1000, split="test")
         # The warm start checks accuracy with the task's own verifier (its cache is keyed by the task).
         from reinforce_ada.verifiers import get_verifier
@@ -83,11 +82,34 @@ def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any) -> 
         return load_or_warm_start_tiny(settings, train_prompts, sft_held_out, get_verifier(task.verifier_name),
                                        cache_dir())
     from reinforce_ada.models.loading import load_pretrained
-    from reinforce_ada.training.run_source import locate_model
+    from reinforce_ada.runs.source import locate_model
 
     source = locate_model(cfg.model)  # a run or checkpoint folder: the model in it
     model, tokenizer = load_pretrained(str(source.model_dir) if source else cfg.model, cfg.dtype)
     return model, tokenizer, {}
+
+
+def check_prompts_before_weights(cfg: TrainConfig, train: Sequence[Prompt], held_out: Sequence[Prompt]) -> None:
+    """:func:`~reinforce_ada.generation.prompting.check_prompts_fit` with the tokenizer and context of the model
+    ``cfg`` names, read without its weights (``smollm2-135m``'s tokenizer comes from its GGUF file with the weights:
+    checked once they load, by :func:`~reinforce_ada.training.guards.check_prompt_lengths`)."""
+    from reinforce_ada.generation.prompting import check_prompts_fit, encode_prompt
+
+    if cfg.model == "smollm2-135m":
+        return
+    if cfg.model == "tiny":
+        from reinforce_ada.models.tiny import TINY_SHAPE, build_char_tokenizer
+
+        tokenizer, context = build_char_tokenizer(), TINY_SHAPE["max_positions"]
+    else:
+        from reinforce_ada.models.loading import context_length, load_tokenizer
+        from reinforce_ada.runs.source import locate_model
+
+        source = locate_model(cfg.model)
+        path = str(source.model_dir) if source else cfg.model
+        tokenizer, context = load_tokenizer(path), context_length(path)
+    check_prompts_fit({"training prompt": train, "held-out prompt": held_out},
+                      lambda p: encode_prompt(tokenizer, p, cfg.use_chat_template), context, cfg.max_new_tokens)
 
 
 def wrap_lora(cfg: TrainConfig, model: Any) -> Any:
@@ -111,17 +133,43 @@ def reference_model(cfg: TrainConfig, model: Any) -> Any:
     return ref
 
 
+def make_optimizer(cfg: TrainConfig, model: Any) -> tuple[Any, Any]:
+    """AdamW over the trainable parameters and its schedule: linear warm-up over ``warmup_steps``, then constant."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    warmup = cfg.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    return optimizer, scheduler
+
+
 def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
+    """The generation backend ``cfg.generator`` names, from the registry (:func:`reinforce_ada.generation.get_generator`):
+    ``hf`` samples the live model; ``vllm`` is an offline engine in this process (in streaming mode the sampler steps
+    it: requests scored as they finish, aborted when not needed); ``openai`` a running server."""
     from reinforce_ada.generation import get_generator
 
     options: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
-        options["max_batch_size"] = cfg.generation_batch_size
-    elif cfg.generator == "openai":  # a running server: checked, then its weights pushed each step unless gen-only
-        options.update(base_url=cfg.base_url, served_model=cfg.served_model, generation_only=cfg.generation_only,
-                       dead_after_s=cfg.server_dead_after)
-    else:  # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns;
-        # sleep mode (the engine's GPU memory freed while the policy trains) where the platform has it
-        options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype)
-    return get_generator(cfg.generator, model, tokenizer, **options)
+        return get_generator("hf", model, tokenizer, max_batch_size=cfg.generation_batch_size, **options)
+    if cfg.generator == "openai":  # a running server: checked, then its weights pushed each step unless generation-only
+        return get_generator("openai", model, tokenizer, base_url=cfg.base_url, served_model=cfg.served_model,
+                             generation_only=cfg.generation_only, dead_after_s=cfg.server_dead_after, **options)
+    # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns; sleep
+    # mode frees the engine's GPU memory while the policy trains where the platform has it; in streaming mode the
+    # sampler steps the same engine, one request per sample
+    return get_generator("vllm", model, tokenizer, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                         dtype=cfg.dtype, **options)
+
+
+def trainer_generator(generator: Any) -> Any:
+    """A generator given to the trainer, checked: it must offer what the loop calls every step (``generate``,
+    ``load_weights``, ``sleep``, ``close``), i.e. be a :class:`~reinforce_ada.generation.base.GeneratorBase`."""
+    from reinforce_ada.generation.base import GeneratorBase
+
+    if not isinstance(generator, GeneratorBase):
+        raise TypeError(f"the trainer's generator must subclass reinforce_ada.generation.base.GeneratorBase (which "
+                        f"gives no-op load_weights, sleep and close); got {type(generator).__name__}")
+    return generator

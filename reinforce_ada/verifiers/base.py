@@ -10,7 +10,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from reinforce_ada.sampling.protocols import VerifierError
+from reinforce_ada.errors import VerifierError
 
 
 def check_lengths(prompts: Sequence[Any], completions: Sequence[Any]) -> None:
@@ -33,7 +33,7 @@ def reward_list(answer: Any, expected: int, source: str = "verifier") -> list[An
     >>> reward_list({0: 1.0, 1: 0.0}, 2, "reward function 'f'")
     Traceback (most recent call last):
     ...
-    reinforce_ada.sampling.protocols.VerifierError: reward function 'f' returned a dict; it must return a list of 2 \
+    reinforce_ada.errors.VerifierError: reward function 'f' returned a dict; it must return a list of 2 \
 rewards (real numbers or None), one per completion
     """
     if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, Sequence) and not _is_array(answer):

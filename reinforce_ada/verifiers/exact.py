@@ -9,7 +9,11 @@ equality, else 0.0 (no answer found -> 0.0).
 first ``<eos>`` or newline, strip it; reward 1.0 if it is an integer (optional sign, digits only) equal to
 ``int(Prompt.answer)``, else 0.0. Nothing is ever evaluated: ``"40+6"`` is not ``46``.
 
-Both give ``None`` ("could not score") when ``Prompt.answer`` is missing (or, for ``arithmetic``, not an integer).
+``last-integer``: for a model that explains before it answers ("To add 29 and 16 ... so the answer is 45."): reward
+1.0 if the last integer in the completion equals ``int(Prompt.answer)``, else 0.0 (no integer: 0.0).
+
+All three give ``None`` ("could not score") when ``Prompt.answer`` is missing (or, for ``arithmetic`` and
+``last-integer``, not an integer).
 """
 
 from __future__ import annotations
@@ -79,3 +83,27 @@ class ArithmeticVerifier(AnswerVerifier):
 
     def compare(self, answer: int, reference: int) -> float:
         return 1.0 if answer == reference else 0.0
+
+
+_ANY_INTEGER = re.compile(r"[+-]?\d{1,100}")
+
+
+@register_verifier("last-integer")
+class LastIntegerVerifier(ArithmeticVerifier):
+    """1.0 when the last integer anywhere in the completion is the integer ``Prompt.answer``.
+
+    >>> from reinforce_ada.types import Completion, Prompt
+    >>> prompt = Prompt("q", "What is 29 + 16? Reply with just the number.", answer="45")
+    >>> texts = ["To add 29 and 16, ... so 29 + 16 = 45.", "45", "The answer is 46", "forty-five"]
+    >>> LastIntegerVerifier()([prompt] * 4, [Completion("q", t) for t in texts])
+    [1.0, 1.0, 0.0, 0.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__(stops=())
+
+    def answer(self, completion: Completion) -> int | None:
+        last = None
+        for last in _ANY_INTEGER.finditer(completion.text):  # linear in the text; keeps the last match
+            pass
+        return int(last.group()) if last is not None else None

@@ -44,7 +44,20 @@ def import_function(path: str) -> Callable:
                                  f"(reward function {path!r})") from None
     if not callable(target):
         raise TypeError(f"{path!r} is a {type(target).__name__}, not a callable reward function")
+    refuse_async(target, path)
     return target
+
+
+def refuse_async(fn: Callable, name: str) -> None:
+    """Raise :class:`ConfigError` when ``fn`` is an ``async def`` function (or async generator, or an object whose
+    ``__call__`` is one): called like a plain function it returns a coroutine, never the rewards."""
+    import inspect
+
+    call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
+    if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
+        raise ConfigError(f"reward function {name!r} is an async def function; a reward function is called as "
+                          f"fn(prompts, completions, **columns) and must return the rewards: make it a plain def "
+                          f"(run any awaits inside it with asyncio.run)")
 
 
 class RewardFunctionVerifier:
@@ -61,6 +74,7 @@ class RewardFunctionVerifier:
     def __init__(self, fn: Callable, *, answer_key: str = "answer", **options: Any):
         if not callable(fn):
             raise TypeError(f"reward function must be callable (got {type(fn).__name__})")
+        refuse_async(fn, getattr(fn, "__name__", type(fn).__name__))
         self.fn = fn
         self.answer_key = answer_key
         self.options = options

@@ -26,13 +26,15 @@ def loaded_top_level_modules(*statements: str) -> list[set[str]]:
     return results
 
 
-def test_importing_core_loads_only_stdlib_numpy_and_torch():
+def test_importing_core_loads_only_stdlib_and_numpy():
     # numpy.random is part of numpy but lazily loaded; it brings numpy's Cython runtime modules with it.
     baseline, loaded = loaded_top_level_modules("import numpy, numpy.random, torch", "import reinforce_ada.core")
     allowed = baseline | set(sys.stdlib_module_names)
     extra = loaded - allowed - {"reinforce_ada"}
     assert not extra, f"`import reinforce_ada.core` pulled in {sorted(extra)} (heavy imports must be lazy)"
-    assert {"numpy", "torch"} <= loaded and "transformers" not in allowed  # the check has teeth
+    assert "numpy" in loaded and "transformers" not in allowed  # the check has teeth
+    # torch is imported where a loss is computed, so the config's checks (which read core's registries) load without it
+    assert "torch" not in loaded
 
 
 def test_core_source_imports_only_stdlib_numpy_torch_and_core():

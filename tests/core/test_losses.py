@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from reinforce_ada.core import AGGREGATIONS, aggregate, ppo_clip_loss
+from reinforce_ada.core import AGGREGATIONS, POLICY_LOSSES, aggregate, ppo_clip_loss, regularise
 
 D = torch.float64
 
@@ -31,7 +31,7 @@ MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
 ])
 def test_aggregation_modes(mode, expected):
     logprobs, old = from_ratios(RATIOS)
-    loss, metrics = ppo_clip_loss(logprobs, old, ADV, MASK, loss_agg_mode=mode)
+    loss, metrics = regularise(*ppo_clip_loss(logprobs, old, ADV, MASK, loss_agg_mode=mode), logprobs, MASK, mode)
     assert loss.item() == pytest.approx(expected)
     assert metrics["pg_loss"] == pytest.approx(expected) and metrics["loss"] == pytest.approx(expected)
     assert metrics["clipfrac"] == 0.0 and metrics["dual_clipfrac"] == 0.0
@@ -106,10 +106,11 @@ def test_entropy_bonus():
     entropy = torch.tensor([[0.5, 1.5, 9.0], [1.0, 2.0, 3.0]], dtype=D)
     pg = (-2.0 * 1.0 - 2.0 * 1.1 + 0.9 + 1.2 + 1.0) / 5
     mean_entropy = (0.5 + 1.5 + 1.0 + 2.0 + 3.0) / 5
-    loss, m = ppo_clip_loss(logprobs, old, ADV, MASK, entropy=entropy, entropy_coef=0.1)
+    loss, m = regularise(*ppo_clip_loss(logprobs, old, ADV, MASK), logprobs, MASK, entropy=entropy, entropy_coef=0.1)
     assert loss.item() == pytest.approx(pg - 0.1 * mean_entropy)
     assert m["entropy"] == pytest.approx(mean_entropy) and m["pg_loss"] == pytest.approx(pg)
-    loss, m = ppo_clip_loss(logprobs, old, ADV, MASK, entropy=entropy)  # reported, not added
+    assert m["loss"] == pytest.approx(pg - 0.1 * mean_entropy) and list(m)[-2:] == ["entropy", "loss"]
+    loss, m = regularise(*ppo_clip_loss(logprobs, old, ADV, MASK), logprobs, MASK, entropy=entropy)  # reported only
     assert loss.item() == pytest.approx(pg) and m["entropy"] == pytest.approx(mean_entropy)
 
 
@@ -120,8 +121,8 @@ def test_k3_kl_penalty_and_approx_kl_metric():
     k3_first = 2.0 - math.log(2.0) - 1.0  # delta = ref - logp = log 2
     k3_second = 0.5 + math.log(2.0) - 1.0  # delta = log 1 - log 2
     pg = (-1.0 * 1.0 - 1.0 * 1.28) / 2  # A = 1; ratio 2 clipped to 1.28
-    loss, m = ppo_clip_loss(logprobs, old, torch.tensor([1.0], dtype=D), torch.ones(1, 2), ref_logprobs=ref,
-                            kl_coef=0.5)
+    loss, m = regularise(*ppo_clip_loss(logprobs, old, torch.tensor([1.0], dtype=D), torch.ones(1, 2)), logprobs,
+                         torch.ones(1, 2), ref_logprobs=ref, kl_coef=0.5)
     assert m["kl"] == pytest.approx((k3_first + k3_second) / 2)
     assert loss.item() == pytest.approx(pg + 0.5 * (k3_first + k3_second) / 2)
     # approx_kl is k3 of KL(old || new): exp(-log r) - 1 + log r.
@@ -146,11 +147,23 @@ def test_float32_inputs_and_bool_mask():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(clip_ratio_c=1.0), "clip_ratio_c must be > 1"),
     (dict(clip_ratio_c=0.5), "clip_ratio_c must be > 1"),
-    (dict(entropy_coef=0.01), "entropy_coef is non-zero but no entropy"),
-    (dict(kl_coef=0.1), "kl_coef is non-zero but no ref_logprobs"),
     (dict(loss_agg_mode="token-sum"), "unknown loss aggregation 'token-sum'"),
 ])
 def test_bad_arguments(kwargs, message):
     logprobs, old = from_ratios(RATIOS)
     with pytest.raises(ValueError, match=message):
         ppo_clip_loss(logprobs, old, ADV, MASK, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(entropy_coef=0.01), "entropy_coef is non-zero but no entropy"),
+    (dict(kl_coef=0.1), "kl_coef is non-zero but no ref_logprobs"),
+])
+def test_a_regulariser_without_its_input_is_refused(kwargs, message):
+    logprobs, old = from_ratios(RATIOS)
+    with pytest.raises(ValueError, match=message):
+        regularise(*ppo_clip_loss(logprobs, old, ADV, MASK), logprobs, MASK, **kwargs)
+
+
+def test_ppo_clip_is_the_registered_default_policy_loss():
+    assert POLICY_LOSSES.get("ppo-clip") is ppo_clip_loss and POLICY_LOSSES.names() == ["ppo-clip"]

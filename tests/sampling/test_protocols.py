@@ -24,9 +24,9 @@ def _imported_modules(path: pathlib.Path) -> set[str]:
     return modules
 
 
-def test_protocols_depend_only_on_types():
+def test_protocols_depend_only_on_types_and_errors():
     imported = {m for m in _imported_modules(PACKAGE / "sampling" / "protocols.py") if m.startswith("reinforce_ada")}
-    assert imported == {"reinforce_ada.types"}
+    assert imported == {"reinforce_ada.types", "reinforce_ada.errors"}
 
 
 def test_generation_backends_do_not_import_the_sampling_loop():

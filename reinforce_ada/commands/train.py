@@ -1,0 +1,42 @@
+"""``reinforce-ada train``: settings from the defaults, then ``--config`` YAML, then the options (every field of
+:class:`~reinforce_ada.config.TrainConfig`, generated from the config tree), all checked before anything loads; then
+the :class:`~reinforce_ada.training.Trainer` runs and the command prints the run's summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
+    from reinforce_ada.data.tasks import task_names_text
+    from reinforce_ada.verifiers.registry import VERIFIERS
+
+    p.add_argument("--config", help="YAML file of TrainConfig fields")
+    add_config_arguments(p, TrainConfig, choices={  # from the registries, so that a new entry is listed
+        "task": task_names_text(), "strategy": ", ".join(STRATEGIES),
+        "verifier": ", ".join([*VERIFIERS.names(), "package.module:function"])})
+
+
+def run(args: argparse.Namespace) -> int:
+    from reinforce_ada.config import TrainConfig, load_config
+
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
+    config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    from reinforce_ada.training import Trainer
+
+    trainer = Trainer(config)
+    try:
+        summary = trainer.train()
+    finally:  # shut a vLLM engine down and remove the folder it was built from, also when the run stops
+        trainer.close()
+    if trainer.nothing_to_do is not None:
+        print(trainer.nothing_to_do)
+    before, after = summary["accuracy_before"], summary["accuracy_after"]
+    if before is not None and after is not None:
+        print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%")
+    print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
+          f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
+    print(f"run folder: {Path(config.output_dir).resolve()}")
+    return 0

@@ -1,0 +1,212 @@
+"""The run folder: nothing a user made is overwritten or mixed, and every file in it describes one run.
+
+- :func:`check_run_folder` runs before anything loads. A folder that already holds a run (``config.json``,
+  ``metrics.jsonl``, ``summary.json``, ``checkpoint-*``, ...) is refused unless ``resume`` (continue it) or
+  ``overwrite`` (delete that run's files, then start afresh) is given. ``resume`` validates the latest checkpoint (its
+  ``trainer_state.json``, the step in it, the safetensors headers, agreement with ``metrics.jsonl``), names the bad
+  file and the previous intact checkpoint when it is corrupt, and refuses settings that differ from the checkpoint's
+  (seed, strategy, learning rate, batch size, ... -- every field outside :data:`RESUMABLE_CHANGES`) unless
+  ``force_resume_changes`` is given.
+- :func:`prepare_run_folder` runs when training starts (so a failed start leaves no empty folder): it deletes the old
+  run for ``overwrite``, removes stale ``.tmp-checkpoint-*`` folders of killed runs, and appends the start (or the
+  resume and its changed settings) to ``config_history.jsonl``; a run that stops adds why (:func:`record_event`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from reinforce_ada.errors import CheckpointError, RunFolderError
+from reinforce_ada.runs.files import write_atomic
+from reinforce_ada.runs.intact import check_checkpoint_files, checkpoints, unusable
+from reinforce_ada.runs.metrics_file import check_metrics_agree
+
+logger = logging.getLogger(__name__)
+
+RUN_FILES = ("config.json", "config_history.jsonl", "metrics.jsonl", "summary.json", "plots", "tensorboard", "wandb")
+"""Files and folders a training run writes into its folder (besides ``checkpoint-*``)."""
+
+
+RESUMABLE_CHANGES = frozenset({
+    "max_steps", "report_to", "save_steps",
+    "eval_steps", "device", "num_threads", "verifier_timeout", "max_verifier_failure_rate", "micro_batch_size",
+    "generation_batch_size", "base_url", "served_model", "server_dead_after"})
+"""Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports,
+how work is chunked or where its server runs, not what it learns. Changes are still recorded in
+``config_history.jsonl``."""
+
+
+_RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "output_dir"})
+"""How a run was started, not a setting of the run: never compared or recorded as a change."""
+
+
+def _json_keys(path: Path) -> set[str]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return set()
+    return set(value) if isinstance(value, dict) else set()
+
+
+def _written_by_a_run(path: Path) -> bool:
+    """``config.json`` / ``summary.json`` / ``plots`` count only when the trainer wrote them (a user's own
+    ``config.json`` is never deleted by ``overwrite``; see :func:`check_run_folder`)."""
+    if path.name == "config.json":
+        keys = _json_keys(path)  # this version's nested sampler section, or an earlier version's flat fields
+        return {"strategy", "output_dir"} <= keys and bool({"sampler", "samples_per_round"} & keys)
+    if path.name == "summary.json":
+        return {"total_samples", "steps", "accuracy_after"} <= _json_keys(path)
+    if path.name == "plots":
+        return (path / "training.png").is_file()
+    return True
+
+
+def run_entries(folder: Path) -> list[Path]:
+    """What in ``folder`` belongs to a training run (empty for a folder that holds none)."""
+    if not folder.is_dir():
+        return []
+    named = [folder / name for name in RUN_FILES if (folder / name).exists() and _written_by_a_run(folder / name)]
+    return (named + sorted(folder.glob("checkpoint-*")) + sorted(folder.glob(".tmp-checkpoint-*"))
+            + sorted(folder.glob(".old-checkpoint-*")))
+
+
+_DERIVED = frozenset({"sampler.seed"})
+"""Set from another field (the trainer's ``seed``), which is compared itself."""
+
+
+def _dotted(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config's nested sections flattened to dotted names (``sampler.streaming.target``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def resume_changes(saved: dict[str, Any], config: Any) -> dict[str, tuple[Any, Any]]:
+    """Fields whose value differs from the checkpoint's config: ``{name: (saved, now)}``, sections' fields by
+    dotted name."""
+    now, before = _dotted(asdict(config)), _dotted(saved)
+    return {k: (before[k], now[k]) for k in now
+            if k in before and before[k] != now[k] and k not in _RUN_CONTROL and k not in _DERIVED}
+
+
+def check_config_format(latest: Path, saved: dict[str, Any]) -> None:
+    """A checkpoint written before the sampler settings moved into the ``sampler`` section (flat ``group_size``,
+    ``streaming_target``, ``sampler: rounds``, ...) cannot be compared setting by setting: refused, saying so."""
+    if not isinstance(saved.get("sampler"), dict):
+        raise RunFolderError(f"--resume: {latest} was written by an earlier version of reinforce-ada, whose config "
+                             f"holds the sampler's settings flat (no `sampler` section); this version cannot resume "
+                             f"it. Finish that run with the version that started it, or start a new run here "
+                             f"(--overwrite) or in another --output-dir")
+
+
+def no_run_to_resume(folder: Path) -> RunFolderError:
+    """The error for ``--resume`` of a folder that holds no run (a mistyped name would otherwise train a whole new
+    run): it names the folder and, when there is one, the run folder beside it whose name is closest."""
+    import difflib
+
+    parent = folder.parent if str(folder.parent) else Path(".")
+    runs = [child.name for child in (sorted(parent.iterdir()) if parent.is_dir() else [])
+            if child.is_dir() and child != folder and checkpoints(child)]
+    close = difflib.get_close_matches(folder.name, runs, n=1, cutoff=0.6)
+    if close:
+        hint = f"; did you mean --output-dir {parent / close[0]}?"
+    else:
+        hint = (f"; the run folders beside it: {', '.join(str(parent / name) for name in runs[:3])}"
+                + (", ..." if len(runs) > 3 else "")) if runs else ""
+    return RunFolderError(f"--resume: {folder} holds no run to resume{hint} (to start a new run there, leave out "
+                          f"--resume)")
+
+
+def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
+    """Validate the run folder before anything loads; return the checkpoint to resume from and the changed fields.
+
+    Creates nothing (see :func:`prepare_run_folder`).
+    """
+    folder = Path(config.output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderError(f"output_dir {folder} is a file, not a folder")
+    entries = run_entries(folder)
+    foreign = [folder / name for name in ("config.json", "summary.json")
+               if (folder / name).is_file() and folder / name not in entries]
+    if foreign:
+        raise RunFolderError(f"{foreign[0]} was not written by a training run, and a run would overwrite it; choose "
+                             f"another --output-dir")
+    names = ", ".join(e.name for e in entries[:6]) + (", ..." if len(entries) > 6 else "")
+    if not config.resume:
+        if entries and not config.overwrite:
+            raise RunFolderError(f"{folder} already holds a run ({names}); pass --resume to continue it, --overwrite "
+                                 f"to delete it and start over, or choose another --output-dir")
+        return None, {}
+    found = checkpoints(folder)
+    if not found:
+        if any(not e.name.startswith(".tmp-checkpoint-") for e in entries):
+            raise RunFolderError(f"--resume: {folder} holds a run ({names}) but no checkpoint to resume from; pass "
+                                 f"--overwrite instead of --resume to start it over")
+        raise no_run_to_resume(folder)
+    latest = found[-1]
+    try:
+        state = check_checkpoint_files(latest)
+        check_metrics_agree(folder, latest, state)
+    except CheckpointError as err:
+        raise unusable(latest, str(err)) from None
+    check_config_format(latest, state["config"])
+    changes = resume_changes(state["config"], config)
+    guarded = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
+    if guarded and not config.force_resume_changes:
+        listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in guarded.items())
+        raise RunFolderError(f"--resume would continue {latest} with changed settings ({listed}), mixing two runs in "
+                             f"{folder}; keep the checkpoint's values, pass --force-resume-changes to continue anyway "
+                             f"(recorded in config_history.jsonl), or use another --output-dir")
+    return latest, changes
+
+
+def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any]], resuming: bool) -> None:
+    """Create the folder (deleting the old run first for ``overwrite``), remove stale temporary checkpoints, write
+    ``config.json`` and append this start to ``config_history.jsonl``."""
+    folder = Path(config.output_dir)
+    if not config.resume and not config.overwrite and run_entries(folder):  # another run started here meanwhile
+        raise RunFolderError(f"{folder} now holds a run ({', '.join(e.name for e in run_entries(folder)[:6])}) that "
+                             f"appeared while this one was starting; nothing was written")
+    if config.overwrite and not config.resume:
+        for entry in run_entries(folder):
+            if entry.name == "plots":  # only the trainer's plot; the folder goes if nothing else is in it
+                (entry / "training.png").unlink()
+                if not any(entry.iterdir()):
+                    entry.rmdir()
+            elif entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        logger.info("--overwrite: deleted the previous run in %s", folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in [*folder.glob(".tmp-checkpoint-*"), *folder.glob(".old-checkpoint-*")]:
+        shutil.rmtree(stale, ignore_errors=True)
+        logger.info("removed %s, left by a run that was killed while saving", stale)
+    values = asdict(config)
+    if resuming:
+        event = {"event": "resume", "step": step, "changed": {k: list(v) for k, v in changes.items()},
+                 "forced": bool(config.force_resume_changes)}
+        for name, (old, new) in changes.items():
+            logger.warning("resuming with %s changed: %r -> %r (recorded in config_history.jsonl)", name, old, new)
+    else:
+        event = {"event": "start", "step": step, "config": values}
+    record_event(config, event)
+    write_atomic(folder / "config.json", json.dumps(values, indent=2))
+
+
+def record_event(config: Any, event: dict[str, Any]) -> None:
+    """Append ``event`` (with the time) to the run's ``config_history.jsonl``: starts, resumes and stops."""
+    history = Path(config.output_dir) / "config_history.jsonl"
+    previous = history.read_text() if history.exists() else ""
+    event = {**event, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_atomic(history, previous + json.dumps(event) + "\n")
