@@ -6,10 +6,10 @@ tokens, seed 0), one colocated ``VLLMGenerator`` built as the trainer builds it 
 shared by two trainers that start from the same weights -- one round-based, one streaming. Their steps alternate
 (ABBA order, so drift in the machine's load falls on both), each syncing the engine to its own model first.
 
-Reported per mode: the median step and sampling seconds (the trainer's ``time/*`` metrics), samples drawn per step,
-and where a step's time goes -- in ``LLMEngine.step`` (the engine's iterations), in ``LLMEngine.add_request``, in
-the weight sync (``load_weights``), in the reward function, the update (step - sampling), and the rest (the sampler
-and the scheduler, the conversion of vLLM's outputs). The ratio streaming / rounds of the step time is the geometric
+Reported per mode: the median step seconds and the trainer's split of it (``time/sync_seconds``,
+``time/generation_seconds``, ``time/scoring_seconds``, ``time/update_seconds``), samples drawn per step, and inside
+generation: the engine's iterations (``LLMEngine.step``), adding requests (``LLMEngine.add_request``) and the rest
+(the sampler and its scheduler, the conversion of vLLM's outputs). The ratio streaming / rounds of the step time is the geometric
 mean of the paired ratios (step ``i`` of each mode), with a 95% t-interval on their logarithms.
 
     python benchmarks/vllm_trainer_streaming.py --steps 60 --json benchmarks/results/vllm_trainer_streaming.json
@@ -70,9 +70,6 @@ def main() -> None:
     spent: collections.Counter = collections.Counter()
     engine.step = timed(spent, "engine_step", engine.step)
     engine.add_request = timed(spent, "add_request", engine.add_request)
-    generator.load_weights = timed(spent, "weight_sync", generator.load_weights)
-    for trainer in (rounds, streaming):
-        trainer.verifier.verifier = timed(spent, "verifier", trainer.verifier.verifier)
     trainers = {"rounds": rounds, "streaming": streaming}
     records: dict[str, list[dict[str, float]]] = {"rounds": [], "streaming": []}
     try:
@@ -84,13 +81,14 @@ def main() -> None:
                 step = time.perf_counter() - t0
                 if i < args.warmup:
                     continue
-                sampling = metrics["time/sampling_seconds"]
-                parts = {key: spent[key] for key in ("engine_step", "add_request", "weight_sync", "verifier")}
+                generation = metrics["time/generation_seconds"]
                 records[mode].append(dict(
-                    step_seconds=step, sampling_seconds=sampling, update_seconds=step - sampling,
+                    step_seconds=step, sync_seconds=metrics["time/sync_seconds"], generation_seconds=generation,
+                    scoring_seconds=metrics["time/scoring_seconds"], update_seconds=metrics["time/update_seconds"],
                     samples=metrics["sampling/total_samples"], engine_steps=spent["engine_step_calls"],
-                    requests=spent["add_request_calls"], **{f"{k}_seconds": v for k, v in parts.items()},
-                    other_sampling_seconds=sampling - sum(parts.values())))
+                    requests=spent["add_request_calls"], engine_step_seconds=spent["engine_step"],
+                    add_request_seconds=spent["add_request"],
+                    other_generation_seconds=generation - spent["engine_step"] - spent["add_request"]))
             if i >= args.warmup:
                 print(json.dumps({m: {k: round(v, 4) for k, v in r[-1].items()} for m, r in records.items()}),
                       flush=True)
@@ -102,10 +100,10 @@ def main() -> None:
     ratios = [s["step_seconds"] / r["step_seconds"] for r, s in zip(records["rounds"], records["streaming"])]
     summary["step_ratio"], summary["step_ratio_low"], summary["step_ratio_high"] = log_ratio_interval(ratios)
     summary["step_ratio_of_medians"] = summary["streaming"]["step_seconds"] / summary["rounds"]["step_seconds"]
-    per_sample = [(s["sampling_seconds"] / s["samples"]) / (r["sampling_seconds"] / r["samples"])
+    per_sample = [(s["generation_seconds"] / s["samples"]) / (r["generation_seconds"] / r["samples"])
                   for r, s in zip(records["rounds"], records["streaming"])]
-    summary["sampling_per_sample_ratio"], summary["sampling_per_sample_ratio_low"], \
-        summary["sampling_per_sample_ratio_high"] = log_ratio_interval(per_sample)
+    summary["generation_per_sample_ratio"], summary["generation_per_sample_ratio_low"], \
+        summary["generation_per_sample_ratio_high"] = log_ratio_interval(per_sample)
     print(json.dumps(summary, indent=1))
     if args.json:
         with open(args.json, "w") as handle:

@@ -284,7 +284,7 @@ def test_bad_options_fail_before_building_the_engine(fake_vllm, tokenizer):
 
 
 def test_unknown_backend_names_the_available_ones(tokenizer):
-    with pytest.raises(ValueError, match="unknown generator .nope.; registered: hf, vllm, vllm-async, openai"):
+    with pytest.raises(ValueError, match="unknown generator .nope.; registered: hf, openai, vllm, vllm-async"):
         get_generator("nope", None, tokenizer)
 
 
