@@ -66,7 +66,7 @@ class ServerGenerator(OpenAICompletionsEngine):
                 response = await self._within_deadline(self._client().post(path, json=body), path)
         except (asyncio.TimeoutError, httpx.HTTPError) as err:
             raise FatalGenerationError(f"the server at {self.base_url} did not take the weights ({path}: "
-                                       f"{type(err).__name__}: {err})") from err
+                                       f"{type(err).__name__}: {err or 'the connection was dropped'})") from err
         if self.liveness is not None:
             self.liveness.answered()
         if response.status_code != 200:
