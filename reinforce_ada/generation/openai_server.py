@@ -1,9 +1,8 @@
 """Client for an OpenAI-compatible completions server (vLLM's ``vllm.entrypoints.openai.api_server``, SGLang, ...).
 
 **One request per prompt, ``n`` samples.** A prompt's samples go to the server as one request with ``n = k``
-(at most ``max_n``): the server then shares the prompt's prefill among them and one HTTP round trip serves ``k``
-samples. Per-sample requests (``max_n=1``) cost a request each and, on vLLM's CPU server, made the streaming sampler
-about 2x slower than the round sampler. On the asynchronous path (:meth:`complete`, one call per
+(at most ``max_n``): one HTTP round trip serves ``k`` samples (per-sample requests, ``max_n=1``, made the streaming
+sampler about 2x slower on vLLM's CPU server). On the asynchronous path (:meth:`complete`, one call per
 sample, the streaming sampler's :class:`~reinforce_ada.sampling.streaming.AsyncEngine`) the calls for one prompt made
 in the same event-loop turn -- the scheduler's wave for that prompt -- are coalesced into one ``n``-request; each
 call still returns exactly one :class:`Completion`. Cancelling a call drops its sample; when every call of a request
@@ -17,19 +16,22 @@ log-probabilities (``logprobs: 0`` and ``return_token_ids`` on ``/v1/completions
 them, so a server's completions can be trained on without re-tokenising and the rollout/trainer mismatch can be
 measured. A server that names tokens ``"token_id:N"`` (``return_tokens_as_token_ids``) instead of returning
 ``token_ids`` is read too. vLLM's log-probs are those of the raw model (temperature 1) unless the server runs with
-``--logprobs-mode processed_logprobs``. A server that refuses the extra fields: ``return_logprobs=False``.
+``--logprobs-mode processed_logprobs``. A server that refuses the extra fields: ``return_logprobs=False``. For
+training, ``prompt_token_ids`` sends every prompt as the trainer's token ids and ``require_token_ids`` refuses a
+completion without them (:class:`~reinforce_ada.generation.openai_answers.MissingTokenIdsError`).
 
 ``timeout_s`` is a deadline for each attempt as a whole (connecting, sending, and reading the whole answer): a server
 that keeps the connection alive by dripping a byte now and then cannot hold a request past it. httpx's own timeouts
 (per connect, per read) apply inside it. The deadline itself is one method (:meth:`_within_deadline`), the one place
-a test may replace the clock.
+a test may replace the clock. With ``dead_after_s``, a server that answers nothing -- no request, no ``/health``
+probe -- for that long is dead (:mod:`~reinforce_ada.generation.liveness`): a fatal error, not hundreds of retries.
 
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
 deterministic jitter) when the library's one retry rule (``sampling.protocols.is_transient``) says so: connection
 errors, dropped connections, timeouts, HTTP 408/409/429/5xx and a body that is not JSON are raised as transient
-``GenerationError``; other 4xx answers (a bad request will not get better) as ``ServerRequestError``, and a JSON
-answer that does not fit the request (``n`` choices asked, another number given; ``text: null``; as many log-probs
-as token ids asked, another number given) as ``ServerAnswerError`` -- both ``FatalGenerationError``, failing at once. Every request carries its own request id (``X-Request-Id``: its first
+``GenerationError``; other 4xx answers as ``ServerRequestError``, and a JSON answer that does not fit the request
+(another number of choices, ``text: null``, fewer log-probs than token ids) as ``ServerAnswerError`` -- both
+``FatalGenerationError``, failing at once. Every request carries its own request id (``X-Request-Id``: its first
 sample's), identical across its retries; every sample produces exactly one :class:`Completion` -- or raises, so a
 prompt is never lost silently nor counted twice. A failed ``n``-request fails each of its samples.
 
@@ -37,10 +39,9 @@ The same object also implements the synchronous :class:`~reinforce_ada.sampling.
 round-based sampler can use a server too. There a request that still fails after its retries does not fail the call:
 ``generate`` raises :class:`~reinforce_ada.sampling.protocols.PartialGenerationError` carrying the completions that
 were made, and the sampler keeps them, asks again for the failed samples only and counts those it never gets
-(``num_failed_samples``). When every sample fails, the first failure is raised. Every request has finished before
-``generate`` returns or raises, so none is left running when its event loop closes.
-
-Needs ``httpx`` (imported when the first request is made).
+(``num_failed_samples``); a fatal failure of any request (a dead server) is raised instead, with no partial batch.
+When every sample fails, the first failure is raised. Every request has finished before ``generate`` returns or
+raises, so none is left running when its event loop closes. Needs ``httpx`` (imported at the first request).
 """
 
 from __future__ import annotations
@@ -90,8 +91,7 @@ def _httpx():
 
 @dataclass
 class _SharedRequest:
-    """The samples of one prompt asked for in one event-loop turn: one future per :meth:`complete` call, one HTTP
-    request (``task``) once launched."""
+    """One prompt's samples asked for in one event-loop turn: a future per :meth:`complete` call, one request."""
 
     prompt: Prompt
     waiters: list[tuple[str, asyncio.Future]] = field(default_factory=list)
@@ -154,13 +154,9 @@ class OpenAICompletionsEngine(GeneratorBase):
         self.max_n = max_n
         """Most samples in one request; a prompt's samples are sent as ``ceil(k / max_n)`` requests."""
         self.return_logprobs = return_logprobs
-        self.prompt_token_ids = prompt_token_ids
-        """When set, every prompt is sent as these token ids to ``/v1/completions`` (the server samples exactly the
-        prompt the trainer rebuilds)."""
-        self.require_token_ids = require_token_ids
-        """A completion without token ids is a :class:`MissingTokenIdsError` (the trainer trains on token ids)."""
-        self.liveness = Liveness(self.base_url, dead_after_s) if dead_after_s is not None else None
-        """When set, a server that answers nothing for ``dead_after_s`` is dead (:mod:`.liveness`)."""
+        self.prompt_token_ids = prompt_token_ids  # set: every prompt goes to /v1/completions as these token ids
+        self.require_token_ids = require_token_ids  # a completion without token ids: MissingTokenIdsError
+        self.liveness = Liveness(self.base_url, dead_after_s) if dead_after_s is not None else None  # :mod:`.liveness`
         self._rng = random.Random(seed)
         self._clients: dict[int, Any] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
@@ -262,9 +258,8 @@ class OpenAICompletionsEngine(GeneratorBase):
     async def _request(self, prompt: Prompt, request_ids: list[str]) -> list[Completion]:
         """``len(request_ids)`` completions of ``prompt`` from one request (``n``); a failed attempt is tried again
         when the one retry rule (:func:`~reinforce_ada.sampling.protocols.is_transient`) says it may succeed, up to
-        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once. With
-        :attr:`liveness`, an attempt that did not reach the server waits until the server answers again (not counted
-        as an attempt) or is dead (:class:`~reinforce_ada.generation.liveness.ServerDeadError`)."""
+        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once. An attempt that
+        did not reach the server waits, uncounted, until :attr:`liveness` hears from it again or declares it dead."""
         path, body = self._payload(prompt, len(request_ids))
         request_id = request_ids[0]
         last: str = ""
@@ -297,10 +292,9 @@ class OpenAICompletionsEngine(GeneratorBase):
                               f"{self.max_attempts} times; last error: {last}")
 
     async def _within_deadline(self, answer: Awaitable, request_id: str):
-        """``answer`` if it comes within ``timeout_s``; :class:`asyncio.TimeoutError` otherwise. With
-        :attr:`liveness`, the server is asked meanwhile whether it is there at all (a hung server is dead after
-        ``dead_after_s``, not after ``timeout_s``). The client's only clock: a test replaces this method to decide
-        by an event, not by wall-clock time, when an answer is late."""
+        """``answer`` if it comes within ``timeout_s``, else :class:`asyncio.TimeoutError`; meanwhile :attr:`liveness`
+        asks whether the server is there at all (a hung one is dead after ``dead_after_s``). The client's only clock:
+        a test replaces this method to decide by an event, not by wall-clock time, when an answer is late."""
         if self.liveness is None:
             return await asyncio.wait_for(answer, self.timeout_s)
         loop = asyncio.get_running_loop()

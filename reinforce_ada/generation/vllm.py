@@ -68,9 +68,8 @@ __all__ = ["DEFAULT_MEMORY_SHARE", "VLLMGenerator", "named_weights"]
 
 _INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
 class _PreparedRequestNotice(logging.Filter):
-    """Drops vLLM's one-time notice that passing a prepared ``EngineCoreRequest`` to ``LLMEngine.add_request`` is
-    deprecated: :meth:`VLLMGenerator.submit` does so on purpose (a prompt's request is prepared once and copied per
-    sample, as vLLM does for ``n > 1``), and the notice is addressed to this library, not to whoever runs it."""
+    """Drops vLLM's notice that a prepared ``EngineCoreRequest`` is deprecated in ``add_request``: :meth:`submit
+    <VLLMGenerator.submit>` passes one on purpose, and the notice is for this library, not whoever runs it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Passing EngineCoreRequest to LLMEngine")
@@ -175,9 +174,7 @@ class VLLMGenerator(GeneratorBase):
         self._pending: dict[str, tuple[str, Any]] = {}  # vLLM's request id -> (the sampler's request id, prompt id)
         self._engine_ids: dict[str, str] = {}  # the sampler's request id -> vLLM's
         self._prompt_requests: dict[Any, tuple[Prompt, Any]] = {}  # prompt id -> (prompt, vLLM's request)
-        self._weights_asleep = False
-        self._kv_cache_asleep = False
-        self._weights_discarded = False
+        self._weights_asleep = self._kv_cache_asleep = self._weights_discarded = False
         self._sampling_params_cls = vllm.SamplingParams
 
         llm_kwargs: dict[str, Any] = dict(model=self.model_path, dtype=dtype,
@@ -246,8 +243,6 @@ class VLLMGenerator(GeneratorBase):
 
     def step(self) -> list[tuple[str, Completion]]:
         """One engine step; the samples it finished, as ``(request_id, completion)``."""
-        if not self._pending:
-            return []
         finished = []
         for output in self.llm.llm_engine.step():
             if output.finished and output.request_id in self._pending:
