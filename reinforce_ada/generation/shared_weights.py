@@ -23,12 +23,25 @@ from typing import Any
 
 from reinforce_ada.generation.vllm_weights import named_weights
 
-__all__ = ["BACKEND", "SharedWeights"]
+__all__ = ["BACKEND", "SharedWeights", "register_vllm_backend"]
 
 BACKEND = "reinforce_ada_shm"
 """The weight-transfer backend's name in vLLM: ``--weight-transfer-config '{"backend": "reinforce_ada_shm"}'``."""
 
 _ALIGN = 64
+
+
+def register_vllm_backend() -> None:
+    """Register vLLM's side of this transfer (:class:`~reinforce_ada.generation.vllm_shm.SharedMemoryWeights`) under
+    :data:`BACKEND` with vLLM's weight-transfer factory: the ``vllm.general_plugins`` entry point, which vLLM calls in
+    each of its processes. Cheap (the engine's module is imported when an engine uses it) and a no-op with a vLLM
+    that has no weight-transfer API."""
+    try:
+        from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
+    except ImportError:
+        return
+    if BACKEND not in WeightTransferEngineFactory._registry:
+        WeightTransferEngineFactory.register_engine(BACKEND, "reinforce_ada.generation.vllm_shm", "SharedMemoryWeights")
 
 
 class SharedWeights:

@@ -1,8 +1,8 @@
 """vLLM's side of :mod:`reinforce_ada.generation.shared_weights`: a weight-transfer engine that loads the trainer's
 weights from a file in shared memory, registered in vLLM under :data:`~reinforce_ada.generation.shared_weights.BACKEND`.
 
-vLLM calls :func:`register` in each of its processes (the ``vllm.general_plugins`` entry point in this package's
-metadata), so an engine built with ``weight_transfer_config={"backend": "reinforce_ada_shm"}`` -- ``AsyncLLM``, or
+vLLM calls :func:`~reinforce_ada.generation.shared_weights.register_vllm_backend` in each of its processes (the
+``vllm.general_plugins`` entry point in this package's metadata), so an engine built with ``weight_transfer_config={"backend": "reinforce_ada_shm"}`` -- ``AsyncLLM``, or
 ``vllm serve --weight-transfer-config '{"backend": "reinforce_ada_shm"}'`` -- creates :class:`SharedMemoryWeights`
 in its worker. A weight update then runs vLLM's own lifecycle (``vllm.distributed.weight_transfer``):
 ``init_weight_transfer_engine`` maps the file once; ``start_weight_update`` begins a layer-wise reload (the weights
@@ -24,16 +24,7 @@ from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightT
 from reinforce_ada.generation.shared_weights import BACKEND, SharedWeights
 from reinforce_ada.generation.vllm_weights import reprocess_tied_layers, tied_layers_quiet
 
-__all__ = ["SharedMemoryWeights", "register"]
-
-
-def register() -> None:
-    """Register :class:`SharedMemoryWeights` with vLLM's weight-transfer factory (once per process; vLLM's
-    ``vllm.general_plugins`` hook). Cheap: the engine's module is imported only when an engine uses it."""
-    from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
-
-    if BACKEND not in WeightTransferEngineFactory._registry:
-        WeightTransferEngineFactory.register_engine(BACKEND, __name__, "SharedMemoryWeights")
+__all__ = ["SharedMemoryWeights"]
 
 
 @dataclass

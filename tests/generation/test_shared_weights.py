@@ -48,3 +48,16 @@ def test_a_model_with_other_parameters_is_refused():
     finally:
         shared.close()
         shared.close()  # idempotent
+
+
+def test_the_vllm_plugin_registers_the_backend_once_and_is_a_no_op_without_vllm():
+    import importlib.util
+
+    from reinforce_ada.generation.shared_weights import BACKEND, register_vllm_backend
+
+    register_vllm_backend()
+    register_vllm_backend()  # vLLM calls it in every process, possibly more than once
+    if importlib.util.find_spec("vllm") is not None:
+        from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
+
+        assert BACKEND in WeightTransferEngineFactory._registry
