@@ -193,6 +193,8 @@ def quiet_by_default(verbose: int) -> None:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     else:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+        # vLLM configures its own loggers when imported (later): its INFO lines -- two per weight sync -- only with -v
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if verbose < 2:  # one INFO line per HTTP request (select-prompts --base-url) says nothing new
         logging.getLogger("httpx").setLevel(logging.WARNING)
 

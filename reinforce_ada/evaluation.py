@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import sample_and_score, validate_prompts
-from reinforce_ada.types import Prompt
+from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class SampledAccuracy:
     num_samples: int = 0
     num_correct: int = 0
     num_verifier_failures: int = 0
+    outputs: list[list[Completion]] = field(default_factory=list, repr=False, compare=False)
+    """The completions, one list per prompt (the trainer checks their log-probabilities against its weights)."""
 
     @property
     def accuracy(self) -> float:
@@ -80,7 +82,7 @@ def sampled_accuracy(generator: Generator, verifier: Verifier, prompts: Sequence
     outputs, rewards = sample_and_score(generator, verifier, [GenerationRequest(p, samples) for p in prompts])
     flat = [r for prompt_rewards in rewards for r in prompt_rewards]
     return SampledAccuracy(len(flat), sum(1 for r in flat if r is not None and r > threshold),
-                           sum(r is None for r in flat))
+                           sum(r is None for r in flat), outputs)
 
 
 def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], datasets: Mapping[str, Sequence[Prompt]],

@@ -71,6 +71,47 @@ class TokenEngine:
         return dict(after)
 
 
+class SteppedTokenEngine(TokenEngine):
+    """:class:`TokenEngine`'s samples (same lengths and labels) on the stepped interface the colocated vLLM engine
+    offers: ``submit`` queues a sample, each ``step`` generates one token of every queued sample and returns those
+    that finished, ``cancel`` drops samples (``cancelled`` counts them)."""
+
+    def __init__(self, min_tokens: int = 3, max_tokens: int = 30):
+        super().__init__(min_tokens, max_tokens)
+        self.running: dict[str, list] = {}  # request id -> [prompt, tokens left]
+        self.cancelled = 0
+        self.num_steps = 0
+
+    async def complete(self, prompt: Prompt, request_id: str) -> Completion:  # pragma: no cover - not this interface
+        raise AssertionError("a stepped engine is driven through submit/step/cancel")
+
+    def submit(self, prompt: Prompt, request_id: str) -> None:
+        assert request_id not in self.running, request_id
+        self.request_ids.append(request_id)
+        self.started[prompt.prompt_id] += 1
+        length = self.min_tokens + int(unit_hash("len", sample_name(request_id)) * (self.max_tokens - self.min_tokens + 1))
+        self.running[request_id] = [prompt, length]
+
+    def step(self) -> list[tuple[str, Completion]]:
+        self.num_steps += 1
+        done = []
+        for request_id, entry in list(self.running.items()):
+            prompt = entry[0]
+            self.log.append(("token", prompt.prompt_id))
+            self.tokens[prompt.prompt_id] += 1
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self.running[request_id]
+                self.finished[prompt.prompt_id] += 1
+                done.append((request_id, Completion(prompt.prompt_id, f"{label_for(prompt, request_id)}|{request_id}")))
+        return done
+
+    def cancel(self, request_ids) -> None:
+        for request_id in request_ids:
+            if self.running.pop(request_id, None) is not None:
+                self.cancelled += 1
+
+
 class FakeOpenAIServer:
     """A small OpenAI-compatible ``/v1/completions`` server on 127.0.0.1 with injectable failures.
 
@@ -80,15 +121,21 @@ class FakeOpenAIServer:
     attempt is counted in ``held`` first, so a test's clock can time it out by that event, not by wall-clock time);
     or an answer that does not fit the request: ``"wrong_n"`` (one choice too few, or too many for ``n=1``),
     ``"text_null"`` (the first choice's text is ``null``), ``"logprob_mismatch"`` (one log-prob fewer than token
-    ids), ``"no_token_ids"`` (text only, as a server without ``return_token_ids``).
+    ids), ``"no_token_ids"`` (text only, as a server without ``return_token_ids``); or ``"<status>:<text>"`` (that
+    status with that body). ``GET /health`` answers 200, or never when ``health="hold"`` (a hung server).
+    ``token_ids=False``: completions with log-probs but without token ids (a server that ignores
+    ``return_token_ids``).
     The completion text is ``"<label>|<sample name>"``: the request id for ``n=1``, ``"<request id>#<k>"`` for the
     ``k``-th choice of an ``n``-request. A request asking for log-probs (``logprobs``) gets token ids (the text's
     code points) and made-up log-probs (``-1/(position+1)``).
     """
 
     def __init__(self, plan: Callable[[int, str, int], str] = lambda i, rid, a: "ok", slow_s: float = 0.5,
-                 pass_rates: dict[str, float] | None = None):
+                 pass_rates: dict[str, float] | None = None, health: str = "ok", token_ids: bool = True):
         self.plan = plan
+        self.health = health
+        self.token_ids = token_ids
+        self.health_checks = 0
         self.slow_s = slow_s
         self.pass_rates = pass_rates or {}
         self.lock = threading.Lock()
@@ -106,6 +153,13 @@ class FakeOpenAIServer:
 
             def log_message(self, *args):  # keep test output quiet
                 pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.health_checks += 1
+                if server.health == "hold" and self.path == "/health":
+                    server.release.wait(30)
+                self._send(200 if self.path == "/health" else 404, b"{}")
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -130,6 +184,9 @@ class FakeOpenAIServer:
                 if action.isdigit():
                     self._send(int(action), b'{"error": "injected"}')
                     return
+                if action[:3].isdigit() and action[3:4] == ":":
+                    self._send(int(action[:3]), action[4:].encode())
+                    return
                 if action == "garbage":
                     self._send(200, b"{not json")
                     return
@@ -139,7 +196,8 @@ class FakeOpenAIServer:
                     with server.lock:
                         server.held[request_id] += 1
                     server.release.wait(30)
-                rate = server.pass_rates.get(body.get("prompt"), 0.5)
+                prompt = body.get("prompt")  # text, or token ids
+                rate = server.pass_rates.get(prompt, 0.5) if isinstance(prompt, str) else 0.5
                 n = body.get("n", 1)
                 names = [request_id] if n == 1 else [f"{request_id}#{k}" for k in range(n)]
                 choices = []
@@ -147,7 +205,8 @@ class FakeOpenAIServer:
                     label = "1" if unit_hash("label", sample_name(name)) < rate else "0"
                     choice = {"index": k, "text": f"{label}|{name}", "finish_reason": "stop"}
                     if body.get("logprobs") is not None:
-                        choice["token_ids"] = [ord(c) for c in choice["text"]]
+                        if server.token_ids:
+                            choice["token_ids"] = [ord(c) for c in choice["text"]]
                         choice["logprobs"] = {"tokens": list(choice["text"]),
                                               "token_logprobs": [-1 / (i + 1) for i in range(len(choice["text"]))]}
                     choices.append(choice)

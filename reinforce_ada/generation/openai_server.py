@@ -1,9 +1,8 @@
 """Client for an OpenAI-compatible completions server (vLLM's ``vllm.entrypoints.openai.api_server``, SGLang, ...).
 
 **One request per prompt, ``n`` samples.** A prompt's samples go to the server as one request with ``n = k``
-(at most ``max_n``): the server then shares the prompt's prefill among them and one HTTP round trip serves ``k``
-samples. Per-sample requests (``max_n=1``) cost a request each and, on vLLM's CPU server, made the streaming sampler
-about 2x slower than the round sampler. On the asynchronous path (:meth:`complete`, one call per
+(at most ``max_n``): one HTTP round trip serves ``k`` samples (per-sample requests, ``max_n=1``, made the streaming
+sampler about 2x slower on vLLM's CPU server). On the asynchronous path (:meth:`complete`, one call per
 sample, the streaming sampler's :class:`~reinforce_ada.sampling.streaming.AsyncEngine`) the calls for one prompt made
 in the same event-loop turn -- the scheduler's wave for that prompt -- are coalesced into one ``n``-request; each
 call still returns exactly one :class:`Completion`. Cancelling a call drops its sample; when every call of a request
@@ -17,19 +16,22 @@ log-probabilities (``logprobs: 0`` and ``return_token_ids`` on ``/v1/completions
 them, so a server's completions can be trained on without re-tokenising and the rollout/trainer mismatch can be
 measured. A server that names tokens ``"token_id:N"`` (``return_tokens_as_token_ids``) instead of returning
 ``token_ids`` is read too. vLLM's log-probs are those of the raw model (temperature 1) unless the server runs with
-``--logprobs-mode processed_logprobs``. A server that refuses the extra fields: ``return_logprobs=False``.
+``--logprobs-mode processed_logprobs``. A server that refuses the extra fields: ``return_logprobs=False``. For
+training, ``prompt_token_ids`` sends every prompt as the trainer's token ids and ``require_token_ids`` refuses a
+completion without them (:class:`~reinforce_ada.generation.openai_answers.MissingTokenIdsError`).
 
 ``timeout_s`` is a deadline for each attempt as a whole (connecting, sending, and reading the whole answer): a server
 that keeps the connection alive by dripping a byte now and then cannot hold a request past it. httpx's own timeouts
 (per connect, per read) apply inside it. The deadline itself is one method (:meth:`_within_deadline`), the one place
-a test may replace the clock.
+a test may replace the clock. With ``dead_after_s``, a server that answers nothing -- no request, no ``/health``
+probe -- for that long is dead (:mod:`~reinforce_ada.generation.liveness`): a fatal error, not hundreds of retries.
 
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
 deterministic jitter) when the library's one retry rule (``sampling.protocols.is_transient``) says so: connection
 errors, dropped connections, timeouts, HTTP 408/409/429/5xx and a body that is not JSON are raised as transient
-``GenerationError``; other 4xx answers (a bad request will not get better) as ``ServerRequestError``, and a JSON
-answer that does not fit the request (``n`` choices asked, another number given; ``text: null``; as many log-probs
-as token ids asked, another number given) as ``ServerAnswerError`` -- both ``FatalGenerationError``, failing at once. Every request carries its own request id (``X-Request-Id``: its first
+``GenerationError``; other 4xx answers as ``ServerRequestError``, and a JSON answer that does not fit the request
+(another number of choices, ``text: null``, fewer log-probs than token ids) as ``ServerAnswerError`` -- both
+``FatalGenerationError``, failing at once. Every request carries its own request id (``X-Request-Id``: its first
 sample's), identical across its retries; every sample produces exactly one :class:`Completion` -- or raises, so a
 prompt is never lost silently nor counted twice. A failed ``n``-request fails each of its samples.
 
@@ -37,20 +39,20 @@ The same object also implements the synchronous :class:`~reinforce_ada.sampling.
 round-based sampler can use a server too. There a request that still fails after its retries does not fail the call:
 ``generate`` raises :class:`~reinforce_ada.sampling.protocols.PartialGenerationError` carrying the completions that
 were made, and the sampler keeps them, asks again for the failed samples only and counts those it never gets
-(``num_failed_samples``). When every sample fails, the first failure is raised. Every request has finished before
-``generate`` returns or raises, so none is left running when its event loop closes.
-
-Needs ``httpx`` (imported when the first request is made).
+(``num_failed_samples``); a fatal failure of any request (a dead server) is raised instead, with no partial batch.
+When every sample fails, the first failure is raised. Every request has finished before ``generate`` returns or
+raises, so none is left running when its event loop closes. Needs ``httpx`` (imported at the first request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.sampling.protocols import (
@@ -60,6 +62,8 @@ from reinforce_ada.sampling.protocols import (
     PartialGenerationError,
     is_transient,
 )
+from reinforce_ada.generation.liveness import Liveness, ServerUnreachable
+from reinforce_ada.generation.openai_answers import MissingTokenIdsError, check_token_ids, completion_of
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
@@ -87,8 +91,7 @@ def _httpx():
 
 @dataclass
 class _SharedRequest:
-    """The samples of one prompt asked for in one event-loop turn: one future per :meth:`complete` call, one HTTP
-    request (``task``) once launched."""
+    """One prompt's samples asked for in one event-loop turn: a future per :meth:`complete` call, one request."""
 
     prompt: Prompt
     waiters: list[tuple[str, asyncio.Future]] = field(default_factory=list)
@@ -121,7 +124,9 @@ class OpenAICompletionsEngine(GeneratorBase):
                  top_p: float = 1.0, stop: list[str] | None = None, api_key: str | None = None,
                  timeout_s: float = 600.0, max_attempts: int = 5, backoff_s: float = 0.5, backoff_max_s: float = 16.0,
                  max_connections: int = 256, extra_body: dict[str, Any] | None = None, seed: int = 0,
-                 max_n: int = 64, return_logprobs: bool = True):
+                 max_n: int = 64, return_logprobs: bool = True,
+                 prompt_token_ids: Callable[[Prompt], list[int]] | None = None, require_token_ids: bool = False,
+                 dead_after_s: float | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https:// (got {base_url!r})")
         if max_attempts < 1:
@@ -149,6 +154,9 @@ class OpenAICompletionsEngine(GeneratorBase):
         self.max_n = max_n
         """Most samples in one request; a prompt's samples are sent as ``ceil(k / max_n)`` requests."""
         self.return_logprobs = return_logprobs
+        self.prompt_token_ids = prompt_token_ids  # set: every prompt goes to /v1/completions as these token ids
+        self.require_token_ids = require_token_ids  # a completion without token ids: MissingTokenIdsError
+        self.liveness = Liveness(self.base_url, dead_after_s) if dead_after_s is not None else None  # :mod:`.liveness`
         self._rng = random.Random(seed)
         self._clients: dict[int, Any] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
@@ -200,11 +208,13 @@ class OpenAICompletionsEngine(GeneratorBase):
 
     def _payload(self, prompt: Prompt, n: int = 1) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {"model": self.model, "n": n, **self.sampling}
-        chat = not isinstance(prompt.prompt, str)
+        chat = self.prompt_token_ids is None and not isinstance(prompt.prompt, str)
         if self.return_logprobs:
             body["return_token_ids"] = True
             body.update({"logprobs": True, "top_logprobs": 0} if chat else {"logprobs": 0})
         body.update(self.extra_body)
+        if self.prompt_token_ids is not None:
+            return "/v1/completions", {**body, "prompt": self.prompt_token_ids(prompt)}
         if not chat:
             return "/v1/completions", {**body, "prompt": prompt.prompt}
         return "/v1/chat/completions", {**body, "messages": prompt.prompt}
@@ -248,26 +258,33 @@ class OpenAICompletionsEngine(GeneratorBase):
     async def _request(self, prompt: Prompt, request_ids: list[str]) -> list[Completion]:
         """``len(request_ids)`` completions of ``prompt`` from one request (``n``); a failed attempt is tried again
         when the one retry rule (:func:`~reinforce_ada.sampling.protocols.is_transient`) says it may succeed, up to
-        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once."""
+        ``max_attempts``; raises :class:`GenerationError` after that, a deterministic failure at once. An attempt that
+        did not reach the server waits, uncounted, until :attr:`liveness` hears from it again or declares it dead."""
         path, body = self._payload(prompt, len(request_ids))
         request_id = request_ids[0]
         last: str = ""
+        attempt = 0
         try:
-            for attempt in range(self.max_attempts):
-                if attempt:
-                    self.num_retries += 1
-                    await asyncio.sleep(self._backoff(attempt - 1))
-                self.num_requests += 1
-                try:
-                    completions = await self._attempt(path, body, prompt, request_id)
-                except Exception as err:  # noqa: BLE001 -- the one rule decides what is tried again
-                    if not is_transient(err):
-                        raise
-                    last = str(err)
-                    logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
-                    continue
-                self.num_completions += len(completions)
-                return completions
+            with self.liveness.asking() if self.liveness is not None else contextlib.nullcontext():
+                while attempt < self.max_attempts:
+                    if attempt:
+                        self.num_retries += 1
+                        await asyncio.sleep(self._backoff(attempt - 1))
+                    self.num_requests += 1
+                    try:
+                        completions = await self._attempt(path, body, prompt, request_id)
+                    except Exception as err:  # noqa: BLE001 -- the one rule decides what is tried again
+                        if not is_transient(err):
+                            raise
+                        last = str(err)
+                        logger.debug("request %s attempt %d: %s", request_id, attempt + 1, last)
+                        if isinstance(err, ServerUnreachable) and self.liveness is not None:
+                            await self.liveness.wait_until_back(self._client(), last)
+                            continue
+                        attempt += 1
+                        continue
+                    self.num_completions += len(completions)
+                    return completions
         except asyncio.CancelledError:
             self.num_cancelled_requests += 1
             raise
@@ -275,9 +292,25 @@ class OpenAICompletionsEngine(GeneratorBase):
                               f"{self.max_attempts} times; last error: {last}")
 
     async def _within_deadline(self, answer: Awaitable, request_id: str):
-        """``answer`` if it comes within ``timeout_s``; :class:`asyncio.TimeoutError` otherwise. The client's only
-        clock: a test replaces this method to decide by an event, not by wall-clock time, when an answer is late."""
-        return await asyncio.wait_for(answer, self.timeout_s)
+        """``answer`` if it comes within ``timeout_s``, else :class:`asyncio.TimeoutError`; meanwhile :attr:`liveness`
+        asks whether the server is there at all (a hung one is dead after ``dead_after_s``). The client's only clock:
+        a test replaces this method to decide by an event, not by wall-clock time, when an answer is late."""
+        if self.liveness is None:
+            return await asyncio.wait_for(answer, self.timeout_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        task = asyncio.ensure_future(answer)
+        try:
+            while True:
+                await asyncio.wait({task}, timeout=max(0.0, min(self.liveness.probe_every_s, deadline - loop.time())))
+                if task.done():
+                    return task.result()
+                if loop.time() >= deadline:
+                    raise asyncio.TimeoutError
+                await self.liveness.check(self._client())
+        finally:
+            if not task.done():
+                task.cancel()
 
     async def _attempt(self, path: str, body: dict[str, Any], prompt: Prompt, request_id: str) -> list[Completion]:
         """One HTTP request for ``body["n"]`` completions. A failure is raised as the retry rule reads it: a plain
@@ -289,9 +322,11 @@ class OpenAICompletionsEngine(GeneratorBase):
                 response = await self._within_deadline(
                     self._client().post(path, json=body, headers={"X-Request-Id": request_id}), request_id)
         except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
-            raise GenerationError(f"no complete answer within timeout_s={self.timeout_s:g}") from None
+            raise ServerUnreachable(f"no complete answer within timeout_s={self.timeout_s:g}") from None
         except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
-            raise GenerationError(f"{type(err).__name__}: {err}") from err
+            raise ServerUnreachable(f"{type(err).__name__}: {err}") from err
+        if self.liveness is not None:
+            self.liveness.answered()
         if response.status_code in RETRY_STATUS:
             raise GenerationError(f"HTTP {response.status_code}")
         if response.status_code != 200:
@@ -300,6 +335,8 @@ class OpenAICompletionsEngine(GeneratorBase):
             data = response.json()
         except ValueError as err:  # a body cut or garbled on the way: another try may get it whole
             raise GenerationError(f"malformed response (not JSON): {err}") from err
+        if self.require_token_ids:
+            check_token_ids(data, self.base_url)
         try:
             return self._parse(prompt, data, body["n"])
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
@@ -313,7 +350,7 @@ class OpenAICompletionsEngine(GeneratorBase):
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
         if len(choices) != n:
             raise ValueError(f"expected {n} choice(s), got {len(choices)}")
-        return [_completion(prompt, choice) for choice in choices]
+        return [completion_of(prompt, choice) for choice in choices]
 
     # -- synchronous Generator protocol -----------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -354,32 +391,10 @@ class OpenAICompletionsEngine(GeneratorBase):
         outputs = [[x for x in row if isinstance(x, Completion)] for row in results]
         if not errors:
             return outputs
+        fatal = [error for error in errors if isinstance(error, FatalGenerationError)]
+        if fatal:  # a dead server, a request it can never serve: no partial batch, the caller stops
+            raise fatal[0]
         if len(errors) == sum(len(row) for row in results):
             raise errors[0]
         raise PartialGenerationError(f"{len(errors)} of {sum(len(row) for row in results)} samples failed; first: "
                                      f"{errors[0]}", outputs, [len(row) - len(out) for row, out in zip(results, outputs)])
-
-
-def _completion(prompt: Prompt, choice: dict[str, Any]) -> Completion:
-    """One choice of a completions or chat answer as a :class:`Completion`: text, finish reason, and the sampled
-    tokens' ids (``token_ids``, else ``"token_id:N"`` token names) and log-probs when the server sent them."""
-    text = choice["message"]["content"] if "message" in choice else choice["text"]
-    if not isinstance(text, str):
-        raise TypeError(f"completion text is {type(text).__name__}, not str")
-    finish = "length" if choice.get("finish_reason") == "length" else "stop"
-    info = choice.get("logprobs") or {}
-    if "content" in info:  # chat: one entry per token
-        entries = info["content"] or []
-        tokens, logprobs = [e["token"] for e in entries], [e["logprob"] for e in entries]
-    else:  # completions: parallel lists
-        tokens, logprobs = list(info.get("tokens") or []), list(info.get("token_logprobs") or [])
-    token_ids = choice.get("token_ids")
-    if token_ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
-        token_ids = [int(t.removeprefix("token_id:")) for t in tokens]
-    token_ids = [int(t) for t in token_ids or ()]
-    if not logprobs:
-        return Completion(prompt.prompt_id, text, token_ids=tuple(token_ids), finish_reason=finish)
-    if len(logprobs) != len(token_ids) or any(lp is None for lp in logprobs):
-        raise ValueError(f"{len(logprobs)} log-probs for {len(token_ids)} token ids")
-    return Completion(prompt.prompt_id, text, token_ids=tuple(token_ids), logprobs=[float(lp) for lp in logprobs],
-                      finish_reason=finish)

@@ -23,11 +23,16 @@ included: vLLM reserves ``share x RAM - (what the process holds already)`` for t
 that is not positive; the CPU default is 0.1 (vLLM's own default, 0.92, does not start on a shared machine).
 ``VLLM_CPU_KVCACHE_SPACE`` (GiB) sets the CPU KV cache directly instead.
 
-Sleep mode (``enable_sleep_mode=True``) frees the engine's GPU memory while the trainer runs: call :meth:`sleep`
-after sampling; :meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default)
-the weights are discarded while asleep, which is free because they are overwritten by the next sync anyway; a
-``generate`` after such a sleep re-pushes the weights of the model this generator was built with. Where vLLM's
-platform has no sleep mode (the CPU), asking for it logs a warning and the engine is built without it.
+Sleep mode frees the engine's GPU memory while the trainer runs: call :meth:`sleep` after sampling;
+:meth:`load_weights` and :meth:`generate` wake the engine up. With ``sleep_level=2`` (the default) the weights are
+discarded while asleep, which is free because they are overwritten by the next sync anyway; a ``generate`` after such
+a sleep re-pushes the weights of the model this generator was built with. ``enable_sleep_mode=None`` (the default)
+turns it on where vLLM's platform has it (not on the CPU); ``True`` where it has none is an error.
+
+Before the engine is built, its settings are checked against the model and the platform
+(:func:`~reinforce_ada.generation.vllm_checks.check_engine_setup`: the memory share, the head size, sleep mode), and
+a start failure of vLLM's is turned into one line naming the setting
+(:func:`~reinforce_ada.generation.vllm_checks.engine_start_error`).
 
 Per request, ``generate`` asks for ``SamplingParams(n=num_samples, temperature, top_p, max_tokens, logprobs=0, seed)``
 on the prompt's token ids from :func:`~reinforce_ada.generation.prompting.encode_prompt` (the same ids the HF backend
@@ -40,25 +45,38 @@ vLLM is an optional dependency: ``pip install reinforce-ada[vllm]`` (on a CPU: `
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
+import time
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
+from reinforce_ada.generation.vllm_checks import check_engine_setup, engine_start_error
 from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
                                                    servable_checkpoint, weight_sync_path)
 from reinforce_ada.sampling.protocols import GenerationRequest
-from reinforce_ada.types import Completion
+from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MEMORY_SHARE", "VLLMGenerator", "named_weights"]
 
 _INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
+class _PreparedRequestNotice(logging.Filter):
+    """Drops vLLM's notice that a prepared ``EngineCoreRequest`` is deprecated in ``add_request``: :meth:`submit
+    <VLLMGenerator.submit>` passes one on purpose, and the notice is for this library, not whoever runs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Passing EngineCoreRequest to LLMEngine")
+
+
+_STREAM_SEEDS = 1 << 20  # streaming samples' seeds: SeedSequence([seed, this, block]), apart from the rounds' calls
+_SEED_BLOCK = 1024
 DEFAULT_MEMORY_SHARE = {"gpu": 0.4, "cpu": 0.1}
 """``gpu_memory_utilization`` when none is given: on a GPU, of its memory; on vLLM's CPU platform, of the RAM (module
 doc)."""
@@ -100,8 +118,8 @@ class VLLMGenerator(GeneratorBase):
         dtype: the engine's weight dtype (``"auto"``: the checkpoint's).
         max_model_len: the longest prompt + completion the engine serves (``None``: the model's
             ``max_position_embeddings``).
-        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs (a warning, and
-            off, where vLLM's platform has no sleep mode).
+        enable_sleep_mode: let :meth:`sleep` free the engine's GPU memory while the trainer runs (``None``: where
+            vLLM's platform has sleep mode; ``True`` where it has none: :class:`EngineSetupError`).
         sleep_level: 1 offloads the weights to CPU memory, 2 discards them (they are re-pushed before sampling).
         logprobs: ask vLLM for the sampled tokens' log-probabilities (``SamplingParams.logprobs=0``).
         logprobs_mode: vLLM's ``logprobs_mode`` engine option (``None``: the engine's default).
@@ -115,7 +133,7 @@ class VLLMGenerator(GeneratorBase):
     def __init__(self, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
                  temperature: float = 1.0, top_p: float = 1.0, use_chat_template: bool = True,
                  seed: int | None = None, gpu_memory_utilization: float | None = None, dtype: str = "auto",
-                 max_model_len: int | None = None, enable_sleep_mode: bool = False, sleep_level: int = 2,
+                 max_model_len: int | None = None, enable_sleep_mode: bool | None = None, sleep_level: int = 2,
                  logprobs: bool = True, logprobs_mode: str | None = "processed_logprobs",
                  enable_prefix_caching: bool = True, weight_sync: str = "auto",
                  engine_kwargs: dict[str, Any] | None = None):
@@ -127,18 +145,20 @@ class VLLMGenerator(GeneratorBase):
         vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
         platform = _current_platform(vllm)
         self.weight_sync = weight_sync_path(weight_sync, platform)
-        if enable_sleep_mode and not platform.is_sleep_mode_available():
-            logger.warning("vLLM's %s platform has no sleep mode; the engine keeps its memory while the policy "
-                           "trains", getattr(platform, "device_name", "current"))
-            enable_sleep_mode = False
         if gpu_memory_utilization is None:
             gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
-
         self.model = None if isinstance(model, (str, os.PathLike)) else model
-        self.tokenizer = tokenizer
-        self.model_path, self._owned_folder = servable_checkpoint(model, tokenizer, model_path)
         if max_model_len is None and self.model is not None:
             max_model_len = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: direct weight loading
+        check_engine_setup(platform, model_path or model, memory_share=gpu_memory_utilization, dtype=dtype,
+                           max_model_len=max_model_len, sleep_mode=enable_sleep_mode,
+                           in_this_process=os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0")
+        if enable_sleep_mode is None:  # where the platform has it
+            enable_sleep_mode = bool(platform.is_sleep_mode_available())
+
+        self.tokenizer = tokenizer
+        self.model_path, self._owned_folder = servable_checkpoint(model, tokenizer, model_path)
         self.max_new_tokens = max_new_tokens
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -148,12 +168,15 @@ class VLLMGenerator(GeneratorBase):
         self.enable_sleep_mode = enable_sleep_mode
         self.sleep_level = sleep_level
         self.num_calls = 0
-        self._weights_asleep = False
-        self._kv_cache_asleep = False
-        self._weights_discarded = False
+        self.num_aborted = 0
+        """Streaming samples aborted because their prompt exited (:meth:`cancel`)."""
+        self._num_submitted = 0
+        self._pending: dict[str, tuple[str, Any]] = {}  # vLLM's request id -> (the sampler's request id, prompt id)
+        self._engine_ids: dict[str, str] = {}  # the sampler's request id -> vLLM's
+        self._prompt_requests: dict[Any, tuple[Prompt, Any]] = {}  # prompt id -> (prompt, vLLM's request)
+        self._weights_asleep = self._kv_cache_asleep = self._weights_discarded = False
         self._sampling_params_cls = vllm.SamplingParams
 
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: direct weight loading
         llm_kwargs: dict[str, Any] = dict(model=self.model_path, dtype=dtype,
                                           gpu_memory_utilization=gpu_memory_utilization,
                                           max_model_len=max_model_len, enable_sleep_mode=enable_sleep_mode,
@@ -167,6 +190,9 @@ class VLLMGenerator(GeneratorBase):
                     gpu_memory_utilization, self.weight_sync)
         try:
             self.llm = vllm.LLM(**llm_kwargs)
+        except Exception as err:  # vLLM's own start failures: one line naming the setting
+            self.close()
+            raise engine_start_error(err, self.model_path) from err
         except BaseException:
             self.close()
             raise
@@ -194,6 +220,67 @@ class VLLMGenerator(GeneratorBase):
         for i, result in zip(live, results):
             outputs[i] = [self._completion(requests[i].prompt.prompt_id, sample) for sample in result.outputs]
         return outputs
+
+    # -- the streaming sampler's stepped engine ---------------------------------------------------------------------
+    def submit(self, prompt: Prompt, request_id: str) -> None:
+        """Add one sample of ``prompt`` to the engine (a request with ``n=1``); :meth:`step` returns it once finished
+        (:class:`~reinforce_ada.sampling.streaming.SteppedEngine`)."""
+        if not self._pending:
+            self._wake_for_sampling()
+        if self._num_submitted == 0:
+            logging.getLogger("vllm.v1.engine.llm_engine").addFilter(_PreparedRequestNotice())
+        key = f"{request_id}#{self._num_submitted}"  # vLLM's id: unique for the engine's life
+        seed = None
+        if self.seed is not None:  # drawn in blocks: a SeedSequence per sample costs as much as adding the request
+            if self._num_submitted % _SEED_BLOCK == 0:
+                self._stream_seeds = np.random.SeedSequence(
+                    [self.seed, _STREAM_SEEDS, self._num_submitted // _SEED_BLOCK]).generate_state(_SEED_BLOCK)
+            seed = int(self._stream_seeds[self._num_submitted % _SEED_BLOCK] % (2**31 - 1))
+        self._num_submitted += 1
+        self.llm.llm_engine.add_request(key, self._request(prompt, key, seed), None)
+        self._pending[key] = (request_id, prompt.prompt_id)
+        self._engine_ids[request_id] = key
+
+    def step(self) -> list[tuple[str, Completion]]:
+        """One engine step; the samples it finished, as ``(request_id, completion)``."""
+        finished = []
+        for output in self.llm.llm_engine.step():
+            if output.finished and output.request_id in self._pending:
+                request_id, prompt_id = self._pending.pop(output.request_id)
+                del self._engine_ids[request_id]
+                finished.append((request_id, self._completion(prompt_id, output.outputs[0])))
+        return finished
+
+    def cancel(self, request_ids: Sequence[str]) -> None:
+        """Abort submitted samples that are no longer wanted (their prompt exited); finished ones are ignored."""
+        keys = [self._engine_ids.pop(request_id) for request_id in request_ids if request_id in self._engine_ids]
+        for key in keys:
+            del self._pending[key]
+        if keys:
+            self.llm.llm_engine.abort_request(keys)
+            self.num_aborted += len(keys)
+
+    def _request(self, prompt: Prompt, key: str, seed: int | None) -> Any:
+        """vLLM's request for one sample of ``prompt``: a copy of the prompt's request, processed once (its token
+        ids, checked sampling parameters), under its own id and seed -- what vLLM itself does for the ``n`` samples
+        of one request, here per sample so that each finishes, and is aborted, on its own."""
+        cached = self._prompt_requests.get(prompt.prompt_id)
+        if cached is None or cached[0] is not prompt:
+            from vllm.inputs.engine import tokens_input
+
+            engine = self.llm.llm_engine
+            ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template)
+            processed = engine.input_processor.process_inputs(
+                "prompt", tokens_input(ids), self._sampling_params(1, None, final_only=True),
+                supported_tasks=engine.get_supported_tasks())
+            cached = self._prompt_requests[prompt.prompt_id] = (prompt, processed)
+        request = copy.copy(cached[1])
+        request.request_id = key
+        request.arrival_time = time.time()
+        if seed is not None:
+            request.sampling_params = copy.copy(request.sampling_params)
+            request.sampling_params.seed = seed
+        return request
 
     # -- weights and memory -----------------------------------------------------------------------------------------
     def load_weights(self, model: Any) -> int:
@@ -281,11 +368,16 @@ class VLLMGenerator(GeneratorBase):
             return None
         return np.random.SeedSequence([self.seed, self.num_calls]).generate_state(num) % (2**31 - 1)
 
-    def _sampling_params(self, n: int, seed: int | None) -> Any:
+    def _sampling_params(self, n: int, seed: int | None, final_only: bool = False) -> Any:
         kwargs: dict[str, Any] = dict(n=n, temperature=self.temperature, top_p=self.top_p,
-                                      max_tokens=self.max_new_tokens, logprobs=0 if self.logprobs else None)
+                                      max_tokens=self.max_new_tokens, logprobs=0 if self.logprobs else None,
+                                      detokenize=False, skip_clone=True)
         if seed is not None:
             kwargs["seed"] = seed
+        if final_only:
+            from vllm.sampling_params import RequestOutputKind
+
+            kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY
         return self._sampling_params_cls(**kwargs)
 
     def _completion(self, prompt_id: Any, sample: Any) -> Completion:

@@ -19,13 +19,15 @@ shuts the engine down, then stops the loop.
 A dead engine (vLLM's ``EngineDeadError``, or ``engine.errored``) is not a transient fault: :meth:`complete` raises
 :class:`~reinforce_ada.sampling.protocols.FatalGenerationError`, which the streaming sampler never retries.
 
-Weights: :meth:`load_weights` sends the trainer model's ``(name, tensor)`` pairs (CPU tensors, packed into one
-``torch.save`` payload, :func:`pack_weights`: raw tensors fail on the engine core's second hop to its worker) through
-``AsyncLLM.collective_rpc`` and loads them in the worker by the path valid for the platform
-(:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`; ``reload`` on the CPU), then resets the prefix
-cache. ``AsyncLLM`` always runs its engine core in another process, and sending a function needs vLLM's pickle-based
-serialisation: :meth:`for_model` sets ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (unless the caller set it) before the
-engine is built -- the engine-core process is this one's child, on this machine.
+Weights: ``AsyncLLM`` always runs its engine core and worker in processes of their own. An engine built here
+(:meth:`from_model`, :meth:`for_model`) takes the trainer's weights through vLLM's weight-transfer API with this
+library's shared-memory backend (:mod:`~reinforce_ada.generation.shared_weights`): :meth:`load_weights` copies the
+parameters into a file in ``/dev/shm`` whose layout is fixed at the first sync, the worker maps it once and loads the
+tensors from it in place (layer-wise reload, tied layers re-packed, as the colocated path does), then the prefix
+cache is reset -- no pickled model per step. An ``AsyncLLM`` built elsewhere (without that backend) is sent the
+weights as one ``torch.save`` payload through ``collective_rpc`` (:func:`pack_weights`; raw tensors fail on the
+engine core's second hop to its worker), which needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` and copies the whole
+model through the engine core every step.
 
 Build it from a model path (``VLLMAsyncEngine.from_model(path, **engine_args)``), from the trainer's model
 (:meth:`for_model`, which writes an in-memory model to a folder it owns, like the colocated generator), or pass an
@@ -151,7 +153,9 @@ class VLLMAsyncEngine(GeneratorBase):
     for evaluation) and a trainer backend (:meth:`load_weights`, :meth:`close`).
 
     ``loop``: the :class:`EngineLoop` the engine lives in (``None``: a new one, owned and closed by :meth:`close`).
-    ``weight_sync``: the load path of :meth:`load_weights` (``direct`` or ``reload``, see
+    ``weight_transfer``: how :meth:`load_weights` reaches the worker -- ``"shared_memory"`` (an engine built with
+    the shared-memory backend, as :meth:`from_model` builds it) or ``"rpc"`` (one pickled payload per sync, any
+    engine); ``weight_sync``: the rpc path's load path (``direct`` or ``reload``, see
     :mod:`~reinforce_ada.generation.vllm_weights`); ``owned_folder``: a temporary checkpoint folder removed by
     :meth:`close`.
     """
@@ -161,7 +165,9 @@ class VLLMAsyncEngine(GeneratorBase):
     def __init__(self, engine: Any, tokenizer: Any, *, max_tokens: int = 1024, temperature: float = 1.0,
                  top_p: float = 1.0, logprobs: bool = True, use_chat_template: bool = True,
                  sampling_params_cls: Any = None, loop: EngineLoop | None = None, weight_sync: str = "reload",
-                 owned_folder: Any = None):
+                 weight_transfer: str = "rpc", owned_folder: Any = None):
+        if weight_transfer not in ("shared_memory", "rpc"):
+            raise ValueError(f"weight_transfer must be 'shared_memory' or 'rpc', got {weight_transfer!r}")
         if max_tokens <= 0 or temperature <= 0 or not 0 < top_p <= 1:
             raise ValueError("need max_tokens > 0, temperature > 0 and 0 < top_p <= 1")
         self.engine = engine
@@ -174,16 +180,23 @@ class VLLMAsyncEngine(GeneratorBase):
         self.num_aborted = 0
         self.num_completed = 0
         self.weight_sync = weight_sync
+        self.weight_transfer = weight_transfer
+        self._shared: Any = None  # the SharedWeights file, made at the first shared-memory sync
         self._owned_folder = owned_folder
         self._owns_loop = loop is None
         self.loop = loop if loop is not None else EngineLoop()
 
     @classmethod
     def from_model(cls, model_path: str, tokenizer: Any = None, **kwargs: Any) -> "VLLMAsyncEngine":
-        """Build an ``AsyncLLM`` for ``model_path``; engine arguments (``gpu_memory_utilization``, ...) pass through."""
+        """Build an ``AsyncLLM`` for ``model_path`` that takes weights through shared memory; engine arguments
+        (``gpu_memory_utilization``, ...) pass through."""
         vllm = _import_vllm()
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from reinforce_ada.generation.shared_weights import BACKEND
+
+        kwargs.setdefault("weight_transfer_config", {"backend": BACKEND})
+        own_transfer = kwargs["weight_transfer_config"] == {"backend": BACKEND}
         own = {k: kwargs.pop(k) for k in ("max_tokens", "temperature", "top_p", "logprobs", "use_chat_template")
                if k in kwargs}
         for name in ("weight_sync", "owned_folder"):
@@ -196,6 +209,11 @@ class VLLMAsyncEngine(GeneratorBase):
 
         try:
             engine = loop.run(build())
+        except Exception as err:  # vLLM's own start failures: one line naming the setting
+            loop.close()
+            from reinforce_ada.generation.vllm_checks import engine_start_error
+
+            raise engine_start_error(err, model_path) from err
         except BaseException:
             loop.close()
             raise
@@ -203,7 +221,7 @@ class VLLMAsyncEngine(GeneratorBase):
             from reinforce_ada.models.loading import load_tokenizer
 
             tokenizer = load_tokenizer(model_path)
-        return cls(engine, tokenizer, loop=loop, **own)
+        return cls(engine, tokenizer, loop=loop, weight_transfer="shared_memory" if own_transfer else "rpc", **own)
 
     @classmethod
     def for_model(cls, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
@@ -217,6 +235,7 @@ class VLLMAsyncEngine(GeneratorBase):
         ``reload`` weight sync there, ``max_model_len`` from the model)."""
         from reinforce_ada.generation.prompting import check_sampling_params
         from reinforce_ada.generation.vllm import DEFAULT_MEMORY_SHARE, _current_platform
+        from reinforce_ada.generation.vllm_checks import check_engine_setup
         from reinforce_ada.generation.vllm_weights import servable_checkpoint, weight_sync_path
 
         check_sampling_params(max_new_tokens, temperature, top_p)
@@ -227,10 +246,11 @@ class VLLMAsyncEngine(GeneratorBase):
         live = None if isinstance(model, (str, os.PathLike)) else model
         if max_model_len is None and live is not None:
             max_model_len = getattr(getattr(live, "config", None), "max_position_embeddings", None)
+        check_engine_setup(platform, model_path or model, memory_share=gpu_memory_utilization, dtype=dtype,
+                           max_model_len=max_model_len, in_this_process=False)  # AsyncLLM: its own processes
         checkpoint, folder = servable_checkpoint(model, tokenizer, model_path)
         if logprobs_mode is not None:  # log-probs after temperature / top-p, what the trainer computes
             engine_kwargs["logprobs_mode"] = logprobs_mode
-        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # collective_rpc of the weight loader
         try:
             return cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
@@ -265,19 +285,39 @@ class VLLMAsyncEngine(GeneratorBase):
         return self.run_in_loop(all_samples())
 
     def load_weights(self, model: Any) -> int:
-        """Push ``model``'s parameters into the engine (engine-core process, by :attr:`weight_sync`) and reset the
-        prefix cache; return how many were pushed."""
-        from reinforce_ada.generation.vllm_weights import named_weights
+        """Push ``model``'s parameters into the engine's worker (by :attr:`weight_transfer`) and reset the prefix
+        cache; return how many were pushed."""
+        if self.weight_transfer == "rpc":
+            from reinforce_ada.generation.vllm_weights import named_weights
 
-        weights = list(named_weights(model))
-        payload = pack_weights(weights)
+            weights = list(named_weights(model))
+            payload = pack_weights(weights)
 
-        async def push() -> None:
-            await self.engine.collective_rpc(load_packed_weights_on_worker, args=(payload, self.weight_sync))
+            async def push() -> None:
+                await self.engine.collective_rpc(load_packed_weights_on_worker, args=(payload, self.weight_sync))
+                await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+            self.run_in_loop(push())
+            return len(weights)
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
+
+        from reinforce_ada.generation.shared_weights import SharedWeights
+
+        first = self._shared is None
+        if first:
+            self._shared = SharedWeights(model)
+        self._shared.write(model)
+
+        async def update() -> None:
+            if first:  # the worker maps the file once
+                await self.engine.init_weight_transfer_engine(WeightTransferInitRequest(self._shared.init_info()))
+            await self.engine.start_weight_update()
+            await self.engine.update_weights(WeightTransferUpdateRequest(self._shared.update_info()))
+            await self.engine.finish_weight_update()
             await self.engine.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 
-        self.run_in_loop(push())
-        return len(weights)
+        self.run_in_loop(update())
+        return len(self._shared.names)
 
     def close(self) -> None:
         """Shut the engine down, stop its loop (when this wrapper owns it) and remove its folder; idempotent."""
@@ -295,8 +335,14 @@ class VLLMAsyncEngine(GeneratorBase):
                     engine.shutdown()
 
                 self.loop.run(shutdown())
+            # AsyncLLM.__del__ shuts it down again whenever it is collected -- at interpreter exit, once vLLM's
+            # module globals are gone, that is "Exception ignored in AsyncLLM.__del__ ... TypeError": it is done
+            engine.shutdown = lambda *args, **kwargs: None
         if self._owns_loop:
             self.loop.close()
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
         folder, self._owned_folder = self._owned_folder, None
         if folder is not None:
             folder.cleanup()

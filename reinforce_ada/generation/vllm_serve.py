@@ -14,6 +14,7 @@ the engine really generated, which is how what cancelling in-flight requests sav
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -72,11 +73,13 @@ def _stop(process: subprocess.Popen, grace_s: float = 10.0) -> None:
 def local_vllm_server(model_dir: str | Path, *, served_name: str = "model", max_model_len: int = 64,
                       gpu_memory_utilization: float = 0.1, dtype: str = "float32", seed: int = 0,
                       extra_args: Sequence[str] = (), start_timeout_s: float = 300.0,
-                      python: str | None = None) -> Iterator[LocalServer]:
+                      python: str | None = None, takes_weights: bool = False) -> Iterator[LocalServer]:
     """A vLLM OpenAI-compatible server for ``model_dir`` on a free port of 127.0.0.1, stopped on exit.
 
     ``gpu_memory_utilization`` is the share of GPU memory -- on vLLM's CPU platform the share of *RAM* -- the engine
-    reserves. ``python`` is the interpreter that has vLLM (default: this one)."""
+    reserves. ``python`` is the interpreter that has vLLM (default: this one). ``takes_weights``: the server takes
+    a trainer's weights (development mode, this library's shared-memory weight transfer;
+    :mod:`~reinforce_ada.generation.server_weights`)."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     command = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
@@ -84,9 +87,13 @@ def local_vllm_server(model_dir: str | Path, *, served_name: str = "model", max_
                "--max-model-len", str(max_model_len), "--gpu-memory-utilization", str(gpu_memory_utilization),
                "--enforce-eager", "--seed", str(seed), "--logprobs-mode", "processed_logprobs",
                "--disable-uvicorn-access-log", *extra_args]
+    if takes_weights:
+        from reinforce_ada.generation.shared_weights import BACKEND
+
+        command += ["--weight-transfer-config", json.dumps({"backend": BACKEND})]
     log = tempfile.NamedTemporaryFile(prefix="vllm-server-", suffix=".log", delete=False)
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-           "VLLM_NO_USAGE_STATS": "1"}
+           "VLLM_NO_USAGE_STATS": "1", **({"VLLM_SERVER_DEV_MODE": "1"} if takes_weights else {})}
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + start_timeout_s

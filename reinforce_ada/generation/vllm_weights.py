@@ -31,6 +31,7 @@ does nothing on GPUs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -144,14 +145,22 @@ def load_into_engine(runner: Any, weights: Iterable[tuple[str, Any]], path: str)
     if path == "direct":
         model.load_weights(weights)
         return
+    with tied_layers_quiet():
+        runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    reprocess_tied_layers(model)
+
+
+@contextlib.contextmanager
+def tied_layers_quiet() -> Iterator[None]:
+    """Hold back vLLM's reload warning for every layer that received no weight while a layer-wise reload runs: for
+    tied layers it is expected, and :func:`reprocess_tied_layers` mends them (module doc)."""
     reload_logger = logging.getLogger(_RELOAD_LOGGER)
     level = reload_logger.level
     reload_logger.setLevel(logging.ERROR)
     try:
-        runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+        yield
     finally:
         reload_logger.setLevel(level)
-    reprocess_tied_layers(model)
 
 
 def reprocess_tied_layers(model: Any) -> list[str]:

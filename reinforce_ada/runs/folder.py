@@ -39,9 +39,10 @@ RUN_FILES = ("config.json", "config_history.jsonl", "metrics.jsonl", "summary.js
 RESUMABLE_CHANGES = frozenset({
     "max_steps", "report_to", "save_steps",
     "eval_steps", "device", "num_threads", "verifier_timeout", "max_verifier_failure_rate", "micro_batch_size",
-    "generation_batch_size"})
-"""Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports
-or how work is chunked, not what it learns. Changes are still recorded in ``config_history.jsonl``."""
+    "generation_batch_size", "base_url", "served_model", "server_dead_after"})
+"""Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports,
+how work is chunked or where its server runs, not what it learns. Changes are still recorded in
+``config_history.jsonl``."""
 
 
 _RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "accept_unverified_checkpoint",

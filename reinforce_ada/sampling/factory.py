@@ -7,7 +7,8 @@
   ``memory.max_evidence``, seeded from ``memory.seed``).
 * ``mode="streaming"``: :class:`~reinforce_ada.sampling.streaming.StreamingSampler`, its
   :class:`~reinforce_ada.sampling.scheduler.StreamingOptions` built from ``config.streaming`` (plus research-only
-  options given as keywords), with a memory when ``memory.enabled``. ``generator`` is an
+  options given as keywords), with a memory when ``memory.enabled``. ``generator`` is a
+  :class:`~reinforce_ada.sampling.streaming.SteppedEngine` (the colocated vLLM engine, stepped by the sampler), an
   :class:`~reinforce_ada.sampling.streaming.AsyncEngine` or a synchronous generator (wrapped in
   :class:`~reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
   batches cannot be cancelled).
@@ -74,14 +75,14 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
                        extra: dict[str, Any]) -> Sampler:
     from reinforce_ada.sampling.scoring import check_backends
     from reinforce_ada.sampling.scheduler import StreamingOptions
-    from reinforce_ada.sampling.streaming import StreamingSampler
+    from reinforce_ada.sampling.streaming import SteppedEngine, StreamingSampler
 
     in_config = [name for name in extra if name in StreamingConfig.__dataclass_fields__]
     if in_config:
         raise ValueError(f"{in_config} are settings of config.streaming; set them there")
     options = {**config.streaming.options(), **extra}
     engine = generator
-    if not callable(getattr(generator, "complete", None)):
+    if not isinstance(generator, SteppedEngine) and not callable(getattr(generator, "complete", None)):
         from reinforce_ada.sampling.sync_engine import AsyncGeneratorEngine
 
         check_backends(generator, verifier)

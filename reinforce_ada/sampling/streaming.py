@@ -43,7 +43,8 @@ from reinforce_ada.types import Completion, Prompt, PromptId, SampledBatch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncEngine", "SampleRequest", "StreamingOptions", "StreamingSampler", "StreamingScheduler"]
+__all__ = ["AsyncEngine", "SampleRequest", "SteppedEngine", "StreamingOptions", "StreamingSampler",
+           "StreamingScheduler"]
 
 
 @runtime_checkable
@@ -57,6 +58,20 @@ class AsyncEngine(Protocol):
     async def complete(self, prompt: Prompt, request_id: str) -> Completion: ...
 
 
+@runtime_checkable
+class SteppedEngine(Protocol):
+    """A generation backend in this process that the sampler steps itself (the colocated vLLM engine): samples are
+    submitted, each :meth:`step` runs one engine iteration and returns the samples it finished, and a cancelled
+    sample stops generating. No event loop and no task per sample: the scheduler is driven straight from the
+    engine's steps."""
+
+    def submit(self, prompt: Prompt, request_id: str) -> None: ...
+
+    def step(self) -> list[tuple[str, Completion]]: ...
+
+    def cancel(self, request_ids: Sequence[str]) -> None: ...
+
+
 class StreamingSampler(PoolSampler):
     """Streaming adaptive sampling over an :class:`AsyncEngine` (see the module docstring).
 
@@ -67,9 +82,9 @@ class StreamingSampler(PoolSampler):
 
     scheduler_class = StreamingScheduler
 
-    def __init__(self, engine: AsyncEngine, verifier, config: SamplerConfig | None = None,
+    def __init__(self, engine: AsyncEngine | SteppedEngine, verifier, config: SamplerConfig | None = None,
                  options: StreamingOptions | None = None, memory: PassRateMemory | None = None):
-        if not callable(getattr(engine, "complete", None)):
+        if not isinstance(engine, SteppedEngine) and not callable(getattr(engine, "complete", None)):
             raise TypeError(f"engine must have an async complete(prompt, request_id) method "
                             f"(got {type(engine).__name__}); wrap a synchronous generator in "
                             "reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine")
@@ -84,6 +99,8 @@ class StreamingSampler(PoolSampler):
         StreamingScheduler([], self.config, self.options)  # validate the combination before any generation
 
     def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
+        if isinstance(self.engine, SteppedEngine):
+            return self._sample_stepped(prompts)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -151,14 +168,10 @@ class StreamingSampler(PoolSampler):
                                 task_other = by_key.pop(other.key, None)
                                 if task_other is not None:
                                     task_other.cancel()
-                if finished:
-                    finished.sort(key=lambda rc: (str(rc[0].prompt.prompt_id), rc[0].index))
-                    rewards = score(self.verifier, [r.prompt for r, _ in finished], [c for _, c in finished])
-                    results = [(r, c, w) for (r, c), w in zip(finished, rewards)]
-                    for request in scheduler.record(results):
-                        task = by_key.pop(request.key, None)
-                        if task is not None:
-                            task.cancel()
+                for request in self._record(scheduler, finished):
+                    task = by_key.pop(request.key, None)
+                    if task is not None:
+                        task.cancel()
         finally:
             if tasks:
                 for task in tasks:
@@ -167,3 +180,36 @@ class StreamingSampler(PoolSampler):
         if generation_error is not None and not any(p.count for p in scheduler.pools.values()):
             raise GenerationError(generation_error)
         return scheduler.finish(self.selector, prompts, self.memory, generation_error)
+
+    def _sample_stepped(self, prompts: Sequence[Prompt]) -> SampledBatch:
+        """The scheduler driven by a :class:`SteppedEngine`: submit what it wants, step the engine, record what
+        finished, cancel what it no longer needs. The engine is in this process, so a failure is not a lost request
+        to try again: it reaches the caller at once."""
+        prompts = validate_prompts(prompts)
+        scheduler = self.scheduler_class(prompts, self.config, self.options, self.memory)
+        pending: dict[str, SampleRequest] = {}
+        try:
+            while True:
+                for request in scheduler.want():
+                    self.engine.submit(request.prompt, request.request_id)
+                    pending[request.request_id] = request
+                if not pending:
+                    break
+                finished = [(pending.pop(rid), c) for rid, c in self.engine.step() if rid in pending]
+                unwanted = [r.request_id for r in self._record(scheduler, finished) if r.request_id in pending]
+                for request_id in unwanted:
+                    del pending[request_id]
+                self.engine.cancel(unwanted)
+        finally:
+            if pending:
+                self.engine.cancel(list(pending))
+        return scheduler.finish(self.selector, prompts, self.memory)
+
+    def _record(self, scheduler: StreamingScheduler,
+                finished: list[tuple[SampleRequest, Completion]]) -> list[SampleRequest]:
+        """Score the finished samples (in prompt, index order) and record them; the in-flight requests to cancel."""
+        if not finished:
+            return []
+        finished.sort(key=lambda rc: (str(rc[0].prompt.prompt_id), rc[0].index))
+        rewards = score(self.verifier, [r.prompt for r, _ in finished], [c for _, c in finished])
+        return scheduler.record([(r, c, w) for (r, c), w in zip(finished, rewards)])

@@ -203,19 +203,26 @@ def check_finite(step: int, what: str, value: Any, hint: str = "") -> None:
                      f"no checkpoint was written from this step.")
 
 
-def check_rollout_mismatch(step: int, stats: dict[str, float], limit: float, top_p: float) -> None:
-    """Stop the run when the step's mean ``|old_logp - rollout_logp|`` (``stats`` from
-    :func:`~reinforce_ada.core.rollout_correction.mismatch_metrics`) exceeds ``limit`` (0: never); only with
-    ``top_p == 1``, where the engine's log-probs are of the same distribution as the trainer's."""
+STEP_NOT_TRAINED = ("so this step would train off-policy. Stopping before optimizer.step: the weights are unchanged and "
+                    "no checkpoint was written from this step.")
+EVALUATION_NOT_REPORTED = ("so the accuracy it measured is not the model's and is not reported. Stopping: nothing from "
+                           "this evaluation was written.")
+
+
+def check_rollout_mismatch(where: str, stats: dict[str, float], limit: float, top_p: float,
+                           consequence: str = STEP_NOT_TRAINED) -> None:
+    """Stop the run when the mean ``|old_logp - rollout_logp|`` of ``where``'s sampled tokens (``stats`` from
+    :func:`~reinforce_ada.core.rollout_correction.mismatch_metrics`; a training step or a held-out evaluation)
+    exceeds ``limit`` (0: never); only with ``top_p == 1``, where the engine's log-probs are of the same distribution
+    as the trainer's. ``consequence``: what the stop means for ``where``."""
     mean = stats["logprob_diff_mean"]
     if not limit or top_p < 1 or not stats["num_tokens"] or not mean > limit:
         return
     raise StaleEngineError(
-        f"step {step}: the generator's log-probabilities of the {stats['num_tokens']} sampled tokens differ from the "
+        f"{where}: the generator's log-probabilities of the {stats['num_tokens']} sampled tokens differ from the "
         f"trainer's by {mean:.3g} on average (max {stats['logprob_diff_max']:.3g}), above max_rollout_mismatch="
         f"{limit:g}: the engine is sampling from other weights than the trainer's (a weight sync that did not take), "
-        f"so this step would train off-policy. Stopping before optimizer.step: the weights are unchanged and no "
-        f"checkpoint was written from this step.")
+        f"{consequence}")
 
 
 def check_prompt_lengths(config: Any, model: Any, train: Sequence[Any], held_out: Sequence[Any],

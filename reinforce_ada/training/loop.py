@@ -44,7 +44,7 @@ from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_optimizer,
                                           reference_model, resolve_device, seed_everything, trainer_generator,
                                           wrap_lora)
-from reinforce_ada.training.update import PolicyUpdate, sequences
+from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences
 from reinforce_ada.types import Prompt
 from reinforce_ada.verifiers.registry import verifier_stats
 
@@ -129,9 +129,12 @@ class Trainer:
             if ref_model is not None:
                 ref_model.to(self.device)
 
-        self.generator = trainer_generator(generator) if generator is not None else make_generator(cfg, model,
-                                                                                                    tokenizer)
-        self.sampler = build_sampler(cfg.sampler_config(), self.generator, self.verifier)
+        self._generator = trainer_generator(generator) if generator is not None else make_generator(cfg, model,
+                                                                                                     tokenizer)
+        self._weights_version = 0  # counts the updates of the model's weights
+        self._synced_version: int | None = None  # the version the generator holds (None: not synced yet)
+        self.eval_metrics: dict[str, float] = {}  # the last evaluation's eval/* metrics
+        self.sampler = build_sampler(cfg.sampler_config(), self._generator, self.verifier)
         self.update = PolicyUpdate(model, *make_optimizer(cfg, model), cfg, self.device, ref_model)
         start.restore(self.update.optimizer, self.update.scheduler, self.stream, self.sampler, cfg,
                       evaluates=bool(self.eval_prompts))
@@ -177,7 +180,7 @@ class Trainer:
         if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
             accuracy = self.evaluate()
             self.accuracy_history.append((self.step, accuracy))
-            writer.write({"step": self.step, "eval/accuracy": accuracy, "total_samples": self.totals["samples"]})
+            writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
             if self.step == 0:
                 self.accuracy_before = accuracy
                 logger.info("held-out sampled accuracy before training: %.1f%%", 100 * accuracy)
@@ -188,8 +191,8 @@ class Trainer:
                 metrics = self.train_step()
                 if cfg.eval_steps and self.step % cfg.eval_steps == 0 and self.step < cfg.max_steps and \
                         self.eval_prompts:
-                    metrics["eval/accuracy"] = self.evaluate()
-                    self.accuracy_history.append((self.step, metrics["eval/accuracy"]))
+                    self.accuracy_history.append((self.step, self.evaluate()))
+                    metrics.update(self.eval_metrics)
                 writer.write(metrics)
                 progress.update(1)
                 progress.set_postfix(reward=f"{metrics['sampling/reward_mean']:.2f}",
@@ -209,8 +212,7 @@ class Trainer:
             if self.eval_prompts:
                 accuracy_after = self.evaluate()
                 self.accuracy_history.append((self.step, accuracy_after))
-                writer.write({"step": self.step, "eval/accuracy": accuracy_after,
-                              "total_samples": self.totals["samples"]})
+                writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
                 # ... and the evaluation with the RNG state after it, for a run that extends this one
                 add_final_evaluation(checkpoint, accuracy_after, self._verifier_counters())
         writer.close()
@@ -244,7 +246,7 @@ class Trainer:
         cfg = self.config
         started = time.perf_counter()
         self.verifier.start_window()
-        self.generator.load_weights(self.model)  # the engine samples from the weights just trained
+        self._sync_generator()  # the engine samples from the weights just trained
         weights_pushed = time.perf_counter()
         # ada-budget with budget_overdraw: more candidates than the budget trains on; the skipped ones are consumed
         # from this epoch's order like the others and come back in the next epoch. DAPO draws as it goes.
@@ -252,10 +254,10 @@ class Trainer:
         sampled = time.perf_counter()
         check_verifier_failures(f"step {self.step + 1}", int(batch.metrics["num_verifier_failures"]),
                                 int(batch.metrics["total_samples"]), cfg.max_verifier_failure_rate, self.verifier)
-        self.generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
+        self._generator.sleep()  # vLLM: release the KV cache during the update; generate() wakes it
         slept = time.perf_counter()
         seqs = sequences(batch, self.tokenizer.pad_token_id, self._prompt_token_ids,
-                         f"step {self.step + 1}: the generator ({type(self.generator).__name__})")
+                         f"step {self.step + 1}: the generator ({type(self._generator).__name__})")
         rewards = [abs(c.reward) for g in batch.groups for c in g.completions if c.reward is not None]
         check_finite(self.step + 1, "the advantages", seqs.advantages,
                      f"the largest |reward| is {max(rewards, default=0.0):.3g}; rewards must stay well inside float32")
@@ -265,6 +267,7 @@ class Trainer:
         if seqs.num_sequences:
             update_metrics, optimizer_steps = self.update(seqs, self.step)
             self.totals["optimizer_steps"] += optimizer_steps
+            self._weights_version += optimizer_steps > 0
         self.step += 1
         generated_tokens = sum(len(c.token_ids) for p in batch.pools.values() for c in p.completions)
         self.totals["samples"] += int(batch.metrics["total_samples"])
@@ -302,23 +305,51 @@ class Trainer:
             self._prompt_ids[prompt.prompt_id] = ids
         return ids
 
+    # -- the generator and the weights it samples from ---------------------------------------------------------------
+    @property
+    def generator(self) -> Any:
+        """The generation backend, holding the weights being trained: an engine with weights of its own (vLLM, a
+        server) is synced to the trainer's model first when they changed since its last sync -- so the held-out
+        evaluation, ``evaluate``/``estimate_pass_rates`` called with a live trainer's generator, or anything else
+        that samples from ``trainer.generator`` sees the current policy."""
+        self._sync_generator()
+        return self._generator
+
+    def _sync_generator(self) -> None:
+        """Push the model's weights into the generator if they changed since it last took them."""
+        if self._synced_version != self._weights_version:
+            self._generator.load_weights(self.model)
+            self._synced_version = self._weights_version
+
     # -- evaluation -------------------------------------------------------------------------------------------------
     def evaluate(self) -> float:
-        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive.
+        """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive, sampled
+        from the weights being trained (the generator is synced first); its metrics, with an engine's
+        rollout/trainer mismatch on these samples, are kept in :attr:`eval_metrics`.
 
-        Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them."""
+        Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them, or
+        when the engine's log-probabilities show it sampled from other weights (the training steps' check)."""
+        where = f"held-out evaluation at step {self.step}"
+        generator = self.generator  # synced to the current weights
         self.verifier.start_window()
-        counts = sampled_accuracy(self.generator, self.verifier, self.eval_prompts, self.config.eval_samples,
+        counts = sampled_accuracy(generator, self.verifier, self.eval_prompts, self.config.eval_samples,
                                   self.config.positive_threshold)
-        check_verifier_failures(f"held-out evaluation at step {self.step}", counts.num_verifier_failures,
-                                counts.num_samples, self.config.max_verifier_failure_rate, self.verifier)
+        check_verifier_failures(where, counts.num_verifier_failures, counts.num_samples,
+                                self.config.max_verifier_failure_rate, self.verifier)
+        mismatch = {}
+        if self.config.generator != "hf":  # an engine with weights of its own: it sampled from the model's?
+            rows = [(self._prompt_token_ids(p), c) for p, outputs in zip(self.eval_prompts, counts.outputs)
+                    for c in outputs]
+            mismatch = evaluation_mismatch(self.model, rows, self.tokenizer.pad_token_id, self.config, self.device,
+                                           where)
+        self.eval_metrics = {"eval/accuracy": counts.accuracy, **mismatch}
         return counts.accuracy
 
     def close(self) -> None:
         """Release the generator (a vLLM engine and the checkpoint folder it was built from) and the run folder;
         the trainer cannot sample afterwards."""
         self._lock.release()
-        self.generator.close()
+        self._generator.close()
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:

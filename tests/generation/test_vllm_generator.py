@@ -7,7 +7,6 @@ the compiled default). The tests share it in file order: the last one closes it.
 
 from __future__ import annotations
 
-import logging
 import os
 
 import pytest
@@ -35,22 +34,13 @@ def requests(num_prompts: int = 8, samples: int = 4) -> list[GenerationRequest]:
 @pytest.fixture(scope="module")
 def bed():
     """``(generator, model, tokenizer)``: the engine built from a 2-head tiny model held in memory (head_dim 32; vLLM's
-    CPU attention serves >= 32), asked for sleep mode as the trainer does."""
+    CPU attention serves >= 32), with the trainer's settings (sleep mode where the platform has it)."""
     from reinforce_ada.generation.vllm import VLLMGenerator
 
     torch.manual_seed(0)
     model, tokenizer = build_tiny_model(num_heads=2, seed=0), build_char_tokenizer()
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logging.getLogger("reinforce_ada.generation.vllm").addHandler(handler)
-    try:
-        generator = VLLMGenerator(model, tokenizer, dtype="float32", max_new_tokens=MAX_NEW_TOKENS, seed=0,
-                                  use_chat_template=False, enable_sleep_mode=True,
-                                  engine_kwargs={"enforce_eager": True})
-    finally:
-        logging.getLogger("reinforce_ada.generation.vllm").removeHandler(handler)
-    generator.build_log = [r.getMessage() for r in records]
+    generator = VLLMGenerator(model, tokenizer, dtype="float32", max_new_tokens=MAX_NEW_TOKENS, seed=0,
+                              use_chat_template=False, engine_kwargs={"enforce_eager": True})
     yield generator, model, tokenizer
     generator.close()
 
@@ -87,8 +77,7 @@ def test_the_engine_serves_the_in_memory_model_from_a_folder_it_owns_with_cpu_se
     assert os.path.basename(folder).startswith("reinforce-ada-vllm-")
     assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(os.listdir(folder))
     assert generator.weight_sync == "reload"  # vLLM's CPU platform repacks weights
-    assert generator.enable_sleep_mode is False  # asked for, but the CPU platform has none: a warning, not a crash
-    assert any("has no sleep mode" in message for message in generator.build_log)
+    assert generator.enable_sleep_mode is False  # the CPU platform has none
     generator.sleep()  # a no-op without sleep mode
 
 
@@ -139,6 +128,28 @@ def test_the_direct_load_path_is_not_valid_on_the_cpu_and_the_reload_recovers(be
     optimizer_steps(model, 1)
     generator.load_weights(model)
     assert largest_mismatch(generator, model, tokenizer) <= EXACT
+
+
+def test_stepped_samples_finish_on_their_own_and_cancelled_ones_are_aborted(bed):
+    generator, model, tokenizer = bed
+    prompt = Prompt("s", "3+4=")
+    ids = [f"s{i}" for i in range(8)]
+    for request_id in ids:
+        generator.submit(prompt, request_id)
+    finished = dict(generator.step())  # the prefill and each sample's first token
+    cancelled = [request_id for request_id in ids[::2] if request_id not in finished]
+    assert cancelled
+    generator.cancel(cancelled)
+    for _ in range(MAX_NEW_TOKENS + 2):
+        finished.update(generator.step())
+    assert sorted(finished) == sorted(set(ids) - set(cancelled))  # a cancelled sample never comes back
+    assert not generator.llm.llm_engine.has_unfinished_requests()
+    prompt_ids = encode_prompt(tokenizer, prompt, False)
+    for c in finished.values():
+        ids_ = torch.tensor([prompt_ids + list(c.token_ids)])
+        with torch.no_grad():
+            trainer, _ = token_logprobs(model, ids_, torch.ones_like(ids_), 1.0)
+        assert float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()) <= EXACT
 
 
 def test_close_shuts_the_engine_down_and_removes_its_folder(bed):

@@ -13,7 +13,10 @@ from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler, StreamingScheduler
 from reinforce_ada.types import Prompt
 
-from streaming_fakes import TokenEngine, text_verifier
+from streaming_fakes import SteppedTokenEngine, TokenEngine, text_verifier
+
+ENGINES = pytest.mark.parametrize("engine_cls", [TokenEngine, SteppedTokenEngine],
+                                  ids=["async", "stepped"])  # asyncio-driven, and stepped like the colocated vLLM
 
 RATES = [0.0, 1.0, 0.5, 0.3, 0.7, 0.1, 0.9, 0.5, 0.05, 0.6]
 
@@ -36,31 +39,36 @@ class LoggingScheduler(StreamingScheduler):
         return out
 
 
-def run_with_log(options):
-    engine = TokenEngine()
+def run_with_log(options, engine_cls=TokenEngine):
+    engine = engine_cls()
     sampler = StreamingSampler(engine, text_verifier, SamplerConfig(), options)
     sampler.scheduler_class = type("S", (LoggingScheduler,), {"engine": engine})
     return engine, sampler.sample(prompts())
 
 
-def test_cancellation_really_stops_work():
+@ENGINES
+def test_cancellation_really_stops_work(engine_cls):
     # target 0.95 asks for many samples at once, so most prompts exit with requests still generating
-    engine, batch = run_with_log(StreamingOptions(target=0.95))
+    engine, batch = run_with_log(StreamingOptions(target=0.95), engine_cls)
     assert batch.metrics["num_cancelled"] > 5
     assert engine.tokens_after_exit() == {}
     # every request started was either finished or cancelled: nothing is left generating
     cancelled = sum(engine.started.values()) - sum(engine.finished.values())
     assert cancelled == batch.metrics["num_cancelled"]
+    if engine_cls is SteppedTokenEngine:
+        assert engine.cancelled == cancelled and not engine.running
 
 
-def test_without_cancellation_the_same_counter_sees_wasted_tokens():
-    engine, batch = run_with_log(StreamingOptions(target=0.95, cancel_on_exit=False))
+@ENGINES
+def test_without_cancellation_the_same_counter_sees_wasted_tokens(engine_cls):
+    engine, batch = run_with_log(StreamingOptions(target=0.95, cancel_on_exit=False), engine_cls)
     assert batch.metrics["num_cancelled"] == 0
     assert sum(engine.tokens_after_exit().values()) > 0
 
 
-def test_give_up_also_cancels_in_flight_work():
-    engine, batch = run_with_log(StreamingOptions(target=0.95, give_up_below=0.3, prior=(0.5, 4.0)))
+@ENGINES
+def test_give_up_also_cancels_in_flight_work(engine_cls):
+    engine, batch = run_with_log(StreamingOptions(target=0.95, give_up_below=0.3, prior=(0.5, 4.0)), engine_cls)
     assert batch.metrics["num_gave_up"] >= 1
     assert engine.tokens_after_exit() == {}
     assert batch.pools[0].num_drawn < 32  # pass rate 0: given up before the whole budget
@@ -83,10 +91,11 @@ def check_batch_like_the_core(batch, cfg):
     assert start == len(batch.advantages)
 
 
+@ENGINES
 @pytest.mark.parametrize("allocation", ["beta", "fixed"])
-def test_batch_has_the_core_semantics(allocation):
+def test_batch_has_the_core_semantics(allocation, engine_cls):
     cfg = SamplerConfig()
-    sampler = StreamingSampler(TokenEngine(), text_verifier, cfg, StreamingOptions(allocation=allocation))
+    sampler = StreamingSampler(engine_cls(), text_verifier, cfg, StreamingOptions(allocation=allocation))
     batch = sampler.sample(prompts())
     check_batch_like_the_core(batch, cfg)
     pools = batch.pools
@@ -99,8 +108,9 @@ def test_batch_has_the_core_semantics(allocation):
     assert batch.metrics["total_samples"] == sum(p.num_drawn for p in pools.values())
 
 
-def test_fixed_allocation_requests_m_at_a_time():
-    engine = TokenEngine()
+@ENGINES
+def test_fixed_allocation_requests_m_at_a_time(engine_cls):
+    engine = engine_cls()
     cfg = SamplerConfig(samples_per_round=3, max_rounds=4, group_size=4)
     batch = StreamingSampler(engine, text_verifier, cfg, StreamingOptions(allocation="fixed", fill_idle=False)).sample(prompts())
     assert engine.started[0] == 12  # four waves of three for the hopeless prompt
@@ -121,6 +131,31 @@ def test_max_in_flight_bounds_the_engine():
 
     StreamingSampler(Counting(), text_verifier, SamplerConfig(), StreamingOptions(max_in_flight=5)).sample(prompts())
     assert Counting.peak == 5
+
+
+def test_max_in_flight_bounds_a_stepped_engine():
+    class Counting(SteppedTokenEngine):
+        peak = 0
+
+        def step(self):
+            Counting.peak = max(Counting.peak, len(self.running))
+            return super().step()
+
+    StreamingSampler(Counting(), text_verifier, SamplerConfig(), StreamingOptions(max_in_flight=5)).sample(prompts())
+    assert Counting.peak == 5
+
+
+def test_a_stepped_engine_that_fails_stops_the_step_and_cancels_what_it_was_generating():
+    class Failing(SteppedTokenEngine):
+        def step(self):
+            if self.num_steps == 4:
+                raise RuntimeError("engine step failed")
+            return super().step()
+
+    engine = Failing()
+    with pytest.raises(RuntimeError, match="engine step failed"):
+        StreamingSampler(engine, text_verifier, SamplerConfig()).sample(prompts())
+    assert not engine.running and engine.cancelled > 0  # nothing left generating in the engine
 
 
 def test_memory_skips_hopeless_prompts_and_stays_out_of_the_pools():
@@ -224,6 +259,8 @@ def test_build_sampler_kinds():
         build_sampler(SamplerConfig(mode="streaming", exit_rule=lambda p, n, g: p > 0), gen, simulated_verifier)
     with pytest.raises(TypeError, match="generate"):
         build_sampler(SamplerConfig(mode="streaming"), object(), simulated_verifier)
+    stepped = SteppedTokenEngine()  # an engine the sampler steps itself (the colocated vLLM engine) is not wrapped
+    assert build_sampler(SamplerConfig(mode="streaming"), stepped, text_verifier).engine is stepped
 
 
 def test_sample_inside_a_running_loop_points_to_sample_async():

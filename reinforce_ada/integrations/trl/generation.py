@@ -146,3 +146,35 @@ class TRLGenerator:
         completion_ids = [list(ids) for ids in completion_ids[:num_real]]
         logprobs = [list(lp) for lp in logprobs[:num_real]] if logprobs is not None else None
         return completion_ids, logprobs
+
+
+def use_valid_vllm_reload(trainer: Any) -> bool:
+    """In TRL's vLLM *colocate* mode on vLLM's CPU platform, sync the weights by vLLM's layer-wise reload instead of
+    TRL's direct ``load_weights``; whether it did.
+
+    TRL pushes each parameter straight into the engine's model (``model_runner.model.load_weights``: every engine
+    parameter's ``weight_loader``). That is valid where the engine keeps its parameters as loaded -- GPUs, which are
+    left to TRL -- but vLLM's CPU backend repacks every linear weight for its GEMM kernel after loading and leaves a
+    parameter without a ``weight_loader``, so step 1 fails with ``'Parameter' object has no attribute
+    'weight_loader'``. There the same ``(name, tensor)`` pairs TRL reads (``_iter_named_params``: DeepSpeed, FSDP and
+    PEFT handled by TRL) go through :func:`~reinforce_ada.generation.vllm_weights.load_into_engine` by the ``reload``
+    path this library's own generator uses (layer-wise reload, tied layers re-packed), then the prefix cache is
+    reset, as TRL does."""
+    vllm_generation = getattr(trainer, "vllm_generation", None)
+    if not getattr(trainer, "use_vllm", False) or getattr(vllm_generation, "mode", None) != "colocate":
+        return False
+    from reinforce_ada.generation.vllm_weights import load_into_engine, weight_sync_path
+
+    try:
+        if weight_sync_path("auto") != "reload":
+            return False
+    except ImportError:  # no vLLM platform to ask (a test's stand-in engine): TRL's path
+        return False
+
+    def sync_weights() -> None:
+        runner = vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner
+        load_into_engine(runner, vllm_generation._iter_named_params(), "reload")
+        vllm_generation.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+    vllm_generation.sync_weights = sync_weights
+    return True

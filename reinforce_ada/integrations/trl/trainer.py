@@ -50,7 +50,7 @@ from trl import GRPOTrainer
 from reinforce_ada.config import ConfigError
 from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.integrations.trl.config import AdaGRPOConfig
-from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator
+from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator, use_valid_vllm_reload
 from reinforce_ada.integrations.trl.metrics import SamplingMetricsMixin
 from reinforce_ada.integrations.trl.rewards import ROW_KEY, RewardFunctionError, TRLRewardVerifier
 from reinforce_ada.sampling.sampler import AdaptiveSampler
@@ -131,6 +131,8 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
             super().__init__(**params)
         self._check_reward_models()
+        self.ada_vllm_reload = use_valid_vllm_reload(self)
+        """Whether TRL's colocated vLLM engine takes the weights by vLLM's layer-wise reload (its CPU platform)."""
         self.ada_correctness = resolve_correctness(config.correctness_reward_funcs, list(self.reward_func_names))
         """Indices of the reward functions that decide correctness (exits, selection)."""
         self.ada_rescore_kept = bool(config.rescore_kept)
