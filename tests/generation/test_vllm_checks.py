@@ -8,20 +8,9 @@ from reinforce_ada.generation import vllm_checks
 from reinforce_ada.generation.vllm_checks import (EngineSetupError, EngineStartError, check_engine_setup,
                                                   engine_start_error)
 from reinforce_ada.models import build_tiny_model
+from test_vllm import FakePlatform as Platform  # the generation tests' stand-in for vLLM's platform
 
 GIB = 1 << 30
-
-
-class Platform:
-    def __init__(self, cpu: bool):
-        self.cpu = cpu
-        self.device_name = "cpu" if cpu else "cuda"
-
-    def is_cpu(self):
-        return self.cpu
-
-    def is_sleep_mode_available(self):
-        return not self.cpu
 
 
 @pytest.fixture

@@ -41,19 +41,10 @@ def one_error_line(err: str) -> str:
 
 
 @pytest.fixture
-def cli_run(tmp_path, monkeypatch):
-    """`reinforce-ada train --model DIR --data FILE` of a saved tiny model: seconds, no warm start; the reward
-    fixtures importable by name."""
+def cli_run(cli_run, monkeypatch):
+    """The training tests' saved-model command line, one step, with the reward fixtures importable by name."""
     monkeypatch.syspath_prepend(str(HERE))
-    model_dir = tmp_path / "model"
-    build_tiny_model(seed=0).save_pretrained(model_dir)
-    build_char_tokenizer().save_pretrained(model_dir)
-    data = tmp_path / "prompts.jsonl"
-    data.write_text("".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n"
-                            for p in addition_prompts(32, 1)))
-    return ["train", "--model", str(model_dir), "--data", str(data), "--max-steps", "1", "--batch-size", "4",
-            "--samples-per-round", "4", "--max-rounds", "2", "--max-new-tokens", "4", "--learning-rate", "0.01",
-            "--num-threads", "1"]
+    return [*cli_run, "--max-steps", "1"]
 
 
 # -- the generator ----------------------------------------------------------------------------------------------------

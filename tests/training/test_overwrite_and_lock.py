@@ -4,7 +4,6 @@ starts from), and the run lock is on the folder itself, so deleting a file canno
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 

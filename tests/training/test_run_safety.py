@@ -253,21 +253,6 @@ def test_a_timed_verifier_scores_like_the_plain_one_and_keeps_counting_across_ca
 
 
 # -- the command line ------------------------------------------------------------------------------------------
-@pytest.fixture
-def cli_run(tmp_path):
-    """A tiny model saved as a folder and a prompt file, so `reinforce-ada train --model DIR --data FILE` runs in
-    seconds without the warm start."""
-    model_dir = tmp_path / "model"
-    build_tiny_model(seed=0).save_pretrained(model_dir)
-    build_char_tokenizer().save_pretrained(model_dir)
-    data = tmp_path / "prompts.jsonl"
-    data.write_text("".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n"
-                            for p in addition_prompts(32, 1)))
-    return ["train", "--model", str(model_dir), "--data", str(data), "--max-steps", "2", "--batch-size", "4",
-            "--samples-per-round", "4", "--max-rounds", "2", "--max-new-tokens", "4", "--learning-rate", "0.01",
-            "--num-threads", "1"]
-
-
 def run_cli(args, cwd):
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]))
     return subprocess.run([sys.executable, "-m", "reinforce_ada.cli", *args], cwd=cwd, env=env, capture_output=True,
