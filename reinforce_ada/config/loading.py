@@ -222,7 +222,7 @@ def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None 
     listed by the caller that knows the registry)."""
     import argparse
 
-    from reinforce_ada.config.train import MODEL_DEFAULTS
+    from reinforce_ada.config.defaults import MODEL_DEFAULTS
 
     aliases = {dotted: alias for alias, dotted in flat_aliases(cls).items()}
     for dotted, (owner, name) in _leaves(cls).items():

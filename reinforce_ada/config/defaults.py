@@ -1,0 +1,43 @@
+"""The values :class:`~reinforce_ada.config.train.TrainConfig` fills in when a field is left unset: the model-dependent
+defaults (by :func:`model_kind`), the rollout/trainer mismatch limit by dtype, and reasoning-gym's system prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "model_kind", "reasoning_gym_system_prompt"]
+
+
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tiny": dict(learning_rate=1e-3, max_new_tokens=8, batch_size=32, eval_prompts=200, micro_batch_size=64,
+                 generation_batch_size=512),
+    "pretrained": dict(learning_rate=1e-6, max_new_tokens=128, batch_size=2, eval_prompts=8, micro_batch_size=8,
+                       generation_batch_size=64),
+}
+"""Values of the model-dependent :class:`TrainConfig` fields (declared ``None``), by :func:`model_kind`.
+
+``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
+answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
+wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
+enough for a ~135M model on a CPU (``--model smollm2-135m``: two to three minutes per step on 2 cores, see
+docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b.yaml`` holds the paper's values.
+"""
+
+
+ROLLOUT_MISMATCH_LIMITS: dict[str, float] = {"float32": 1e-3, "bfloat16": 0.05, "float16": 0.05}
+"""``max_rollout_mismatch`` by ``dtype`` when not given: the mean ``|old_logp - rollout_logp|`` above which a step
+stops the run as sampled from stale weights (measurements in docs/training.md, "Rollout/trainer mismatch")."""
+
+
+def model_kind(model: str) -> str:
+    """``"tiny"`` for the built-in demo model, ``"pretrained"`` for anything else (the keys of MODEL_DEFAULTS)."""
+    return "tiny" if model == "tiny" else "pretrained"
+
+
+def reasoning_gym_system_prompt() -> str | None:
+    """reasoning-gym's own default system prompt (it asks for ``<answer>...</answer>``), or None without the package."""
+    try:
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+    except ImportError:  # the task itself raises the clear "install reasoning-gym" error later
+        return None
+    return SYSTEM_PROMPTS["default"]
