@@ -16,7 +16,7 @@ run's, and passes. ``replaces`` names the few run files a command exists to rewr
 ``RUN/plots/training.png``).
 
 :func:`refuse_existing_outputs` is the second rule, for commands with an ``--overwrite`` option
-(``select-prompts``): an output that already exists is replaced only when the user says so.
+(``select-prompts``, ``eval --out``): an output that already exists is replaced only when the user says so.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.evaluation import evaluate, format_results
-from reinforce_ada.outputs import refuse_unsafe_outputs, source_inputs
+from reinforce_ada.outputs import refuse_existing_outputs, refuse_unsafe_outputs, source_inputs
 from reinforce_ada.sampling.protocols import Verifier
 from reinforce_ada.types import Prompt
 
@@ -58,7 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="at most this many prompts per source (task:NAME sources: how many to draw; default 200)")
     p.add_argument("--no-chat-template", dest="use_chat_template", action="store_const", const=False, default=None,
                    help="send string prompts without the chat template (default: the run's setting, else with it)")
-    p.add_argument("--out", default=None, help="write every generation to this jsonl file")
+    p.add_argument("--out", default=None, help="write every generation to this jsonl file (a new one, unless "
+                                                 "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out's file when it already exists")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
 
 
@@ -75,8 +77,12 @@ def run(args: argparse.Namespace) -> int:
 
     source = model_from_arguments(args)
     refuse_unsafe_outputs({"--out": args.out}, [*(("--data", d) for d in args.data or []), *source_inputs(source)])
+    refuse_existing_outputs({"--out": args.out}, args.overwrite)
     settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)
     datasets, verifier_names, verifiers, described = _sources(args, source)
+    changed = _changed_run_inputs(args, source, datasets)
+    for line in changed:
+        print(f"warning: {line}; this evaluation reads it as it is now", file=sys.stderr)
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
@@ -101,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         check_verifier_failures(f"eval of {data}", row["num_verifier_failures"], row["num_samples"], limit,
                                 watched[data], "Such an accuracy would measure the verifier, not the model, so eval "
                                                "reports none.")
+    if changed:
+        results["inputs_changed"] = changed
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:
@@ -166,6 +174,21 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
 
         verifiers = {data: get_verifier(name, **verifier_options(name, cfg)) for data, name in names.items()}
     return datasets, names, verifiers, described
+
+
+def _changed_run_inputs(args: argparse.Namespace, source: Any, datasets: dict[str, list[Prompt]]) -> list[str]:
+    """What of the run's own inputs this evaluation reads (its held-out prompts without ``--data``, its reward
+    module's source without ``--verifier``) has changed since the checkpoint was written, one line each."""
+    if source.checkpoint is None or source.config is None:
+        return []
+    from reinforce_ada.runs.inputs import changed_since, input_files, prompts_fingerprint
+
+    now = {}
+    if "held-out" in datasets:
+        now["held_out"] = prompts_fingerprint(datasets["held-out"])
+    if args.verifier is None and "reward_source" in (files := input_files(source.config)):
+        now["reward_source"] = files["reward_source"]
+    return changed_since(source.checkpoint, now, source.config)
 
 
 def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str, str]:

@@ -18,6 +18,9 @@ the reward module's source    SHA-256 of the ``module:function`` module's file, 
 .. [#] unless ``--force-resume-changes``, which records the change in ``config_history.jsonl``.
 .. [#] the KL term's reference is the start model: a resume never continues against another one.
 
+A command that reads a run without resuming it (``eval RUN``) compares what it reads through
+:func:`changed_since` and says what changed, one line each.
+
 The prompts are fingerprinted as read (so a task, a file or another format holding the same rows is the same input);
 files by their bytes. The trainer records them in every checkpoint (``trainer_state.json``: ``data`` and ``inputs``)
 and compares them on resume through :meth:`reinforce_ada.runs.resume.StartState.check_inputs`.
@@ -36,7 +39,7 @@ from reinforce_ada.errors import RunFolderError
 from reinforce_ada.runs.files import file_sha256
 from reinforce_ada.types import Prompt
 
-__all__ = ["check_inputs", "file_fingerprint", "input_files", "prompts_fingerprint", "reward_source_file",
+__all__ = ["changed_since", "check_inputs", "file_fingerprint", "input_files", "prompts_fingerprint", "reward_source_file",
            "weights_fingerprint"]
 
 WARN_ONLY = frozenset({"reward_source"})
@@ -124,7 +127,7 @@ def _describe(name: str, config: Any, saved: dict[str, Any]) -> str:
 
 def _summary(fingerprint: dict[str, Any]) -> str:
     if "rows" in fingerprint:
-        return f"{fingerprint['rows']} rows with SHA-256 {fingerprint['sha256'][:12]}..."
+        return f"{fingerprint['rows']} row{'' if fingerprint['rows'] == 1 else 's'} with SHA-256 {fingerprint['sha256'][:12]}..."
     if fingerprint.get("sha256") is None:
         return "missing"
     if "tensors" in fingerprint:
@@ -163,3 +166,21 @@ def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], c
             warnings.append(f"--force-resume-changes: {change}")
         changes[name] = (before, fingerprint)
     return changes, warnings
+
+
+def changed_since(checkpoint: Path, now: dict[str, dict[str, Any]], config: Any) -> list[str]:
+    """One line per input of ``now`` whose fingerprint differs from the one ``checkpoint`` recorded (an input it did
+    not record, or a checkpoint whose state cannot be read, is not compared): for a command that reads a run's
+    inputs again without resuming it, so that it can say it is not reading what the run read."""
+    from reinforce_ada.errors import CheckpointError
+    from reinforce_ada.runs.intact import read_trainer_state
+
+    try:
+        state = read_trainer_state(checkpoint)
+    except CheckpointError:
+        return []
+    saved = {"data": state.get("data"), **(state.get("inputs") or {})}
+    return [f"{_describe(name, config, saved[name])} changed since {checkpoint} was written: "
+            f"{_summary(saved[name])} then, {_summary(fingerprint)} now"
+            for name, fingerprint in now.items()
+            if isinstance(saved.get(name), dict) and not _same(saved[name], fingerprint)]

@@ -312,6 +312,56 @@ def test_select_prompts_replaces_its_earlier_output_only_with_overwrite(tmp_path
     assert len((run / "pass_rates.jsonl").read_text().splitlines()) == 4
 
 
+@pytest.mark.fault("eval --out onto a file that already exists (a user's own, or an earlier eval's)",
+                   "exit 2 naming the file unless --overwrite, before any model loads; the file unchanged (it was "
+                   "replaced without asking)")
+def test_eval_replaces_an_existing_out_file_only_with_overwrite(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_run(tmp_path / "run")
+    (tmp_path / "mine.jsonl").write_text("my notes\n")
+    with monkeypatch.context() as patched:
+        patched.setattr("transformers.AutoModelForCausalLM.from_pretrained",
+                        lambda *a, **k: pytest.fail("weights were loaded"))
+        assert one_line(capsys, "eval", "run", "--k", "1", "--limit", "2", "--out", "mine.jsonl") == (
+            "--out mine.jsonl already exists (an earlier output?): pass --overwrite to replace it, or give another "
+            "path")
+    assert (tmp_path / "mine.jsonl").read_text() == "my notes\n"
+    assert cli.main(["eval", "run", "--k", "1", "--out", "mine.jsonl", "--overwrite", "--json"]) == 0
+    rows = (tmp_path / "mine.jsonl").read_text().splitlines()
+    assert len(rows) == 10 and all("prompt_id" in json.loads(row) for row in rows)
+
+
+@pytest.mark.fault("eval RUN after the run's --eval-data file was replaced (it evaluated other prompts than the "
+                   "run's eval/accuracy, without a word)",
+                   "a warning naming the file and its fingerprints then and now; the JSON lists it under "
+                   "inputs_changed")
+def test_eval_of_a_run_says_when_its_held_out_prompts_changed(tmp_path, capsys, monkeypatch):
+    from reinforce_ada.data import load_prompts
+    from reinforce_ada.runs.inputs import prompts_fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    held_out = tmp_path / "held.jsonl"
+    held_out.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(3)))
+    run = make_run(tmp_path / "run", eval_data=str(held_out))
+    state_file = run / "checkpoint-3" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    state["inputs"] = {"held_out": prompts_fingerprint(list(load_prompts(str(held_out))))}
+    state_file.write_text(json.dumps(state))
+    capsys.readouterr()
+    assert cli.main(["eval", "run", "--k", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "inputs_changed" not in json.loads(captured.out) and "warning" not in captured.err
+    held_out.write_text(json.dumps({"prompt": "7+1=", "answer": "8"}) + "\n")
+    assert cli.main(["eval", "run", "--k", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    changed = json.loads(captured.out)["inputs_changed"]
+    assert len(changed) == 1 and changed[0].startswith(
+        f"the held-out prompts (--eval-data {held_out}) changed since run/checkpoint-3 was written: 3 rows "
+        f"with SHA-256 "), changed
+    assert " then, 1 row with SHA-256 " in changed[0]
+    assert f"warning: {changed[0]}; this evaluation reads it as it is now" in captured.err
+
+
 # -- --help --------------------------------------------------------------------------------------------------------
 def test_help_is_plain_text_and_lists_the_registries(monkeypatch):
     from reinforce_ada.data.tasks import TASKS
