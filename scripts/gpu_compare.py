@@ -44,7 +44,7 @@ CANDIDATES = {  # name -> (prompt template, operand pairs, answer)
                lambda: [(a, b) for a in range(100) for b in range(100) if a != b], max),
 }
 """SmolLM2-135M-Instruct's candidates: it answers verbosely, so the reward reads the last integer. Measured on the CPU
-while preparing (issue 27): 2-digit + 2-digit 0/16, sums up to 30 about 1/16 per prompt, "which is larger" ~4/16."""
+while preparing this script: 2-digit + 2-digit 0/16, sums up to 30 about 1/16 per prompt, "which is larger" ~4/16."""
 
 DRY_RUN_CANDIDATES = {  # the tiny char-level model's own format, for the CPU dry run
     "add-1digit": ("{a}+{b}=", lambda: [(a, b) for a in range(10) for b in range(10)], lambda a, b: a + b),
