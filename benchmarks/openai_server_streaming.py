@@ -9,6 +9,7 @@ and ``SamplerConfig()`` (M=4, N=4... the defaults), the task's verifier, ``--rep
 * ``streaming_n1``: the streaming sampler with one request per sample (``max_n=1``, the client before this change);
 * ``streaming_no_cancel``: ``streaming`` with ``cancel_on_exit=False`` (in-flight samples of an exited prompt finish);
 * ``streaming_no_fill_idle``: ``streaming`` with ``fill_idle=False`` (no extra one-sample requests in the tail);
+* ``streaming_fill1``: ``streaming`` with at most one extra sample per prompt and wave (``fill_idle_per_wave=1``);
 * ``streaming_fixed``: ``allocation="fixed"``, ``fill_idle=False`` (the round sampler's request sizes, no barrier).
 
 For each: wall-clock of ``sample()`` (median), samples drawn, HTTP requests, and the tokens the server generated
@@ -86,6 +87,8 @@ def main() -> int:
                     e, verifier, config, StreamingOptions(cancel_on_exit=False))), {}
                 yield "streaming_no_fill_idle", (lambda e: StreamingSampler(
                     e, verifier, config, StreamingOptions(fill_idle=False))), {}
+                yield "streaming_fill1", (lambda e: StreamingSampler(
+                    e, verifier, config, StreamingOptions(fill_idle_per_wave=1))), {}
                 yield "streaming_fixed", (lambda e: StreamingSampler(
                     e, verifier, config, StreamingOptions(allocation="fixed", fill_idle=False))), {}
 

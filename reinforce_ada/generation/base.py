@@ -23,6 +23,11 @@ class GeneratorBase:
 
     name = "generator"
     """The name it is registered under (:func:`reinforce_ada.generation.get_generator`)."""
+    sequences_share_compute = False
+    """True when every running sequence costs the engine its share of compute (vLLM on the CPU), so samples that
+    may be cancelled are not free: the streaming sampler then fills idle slots sparingly
+    (:attr:`~reinforce_ada.sampling.scheduler.StreamingOptions.fill_idle_per_wave` 1). False: a GPU, where decoding
+    more sequences at once costs little."""
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
         """One list of completions per request, in request order."""

@@ -145,6 +145,7 @@ class VLLMGenerator(GeneratorBase):
         vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
         platform = _current_platform(vllm)
         self.weight_sync = weight_sync_path(weight_sync, platform)
+        self.sequences_share_compute = bool(platform.is_cpu())
         if gpu_memory_utilization is None:
             gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
         self.model = None if isinstance(model, (str, os.PathLike)) else model

@@ -252,11 +252,13 @@ class VLLMAsyncEngine(GeneratorBase):
         if logprobs_mode is not None:  # log-probs after temperature / top-p, what the trainer computes
             engine_kwargs["logprobs_mode"] = logprobs_mode
         try:
-            return cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
-                                  owned_folder=folder, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
-                                  max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
-                                  **engine_kwargs)
+            engine = cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
+                                    top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
+                                    owned_folder=folder, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
+                                    max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
+                                    **engine_kwargs)
+            engine.sequences_share_compute = bool(platform.is_cpu())
+            return engine
         except BaseException:
             if folder is not None:
                 folder.cleanup()

@@ -88,6 +88,8 @@ def _streaming_sampler(config: SamplerConfig, generator: Any, verifier: Any, mem
         check_backends(generator, verifier)
         engine = AsyncGeneratorEngine(generator)
         options.setdefault("fill_idle", False)  # a synchronous batch cannot be cancelled
+    if getattr(generator, "sequences_share_compute", False):  # a CPU engine: cancelled samples are not free
+        options.setdefault("fill_idle_per_wave", 1)
     if memory is None and config.memory.enabled:
         memory = new_memory(config.memory, half_life=config.memory.half_life)
     return StreamingSampler(engine, verifier, config, StreamingOptions(**options), memory)

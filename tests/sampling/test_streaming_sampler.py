@@ -376,3 +376,45 @@ def test_the_config_tree_streaming_section_has_the_scheduler_options_defaults():
                             TokenEngine(), text_verifier)
     assert {name: getattr(sampler.options, name) for name in section} == chosen.options()
     assert sampler.options.fill_idle is True  # an async engine keeps StreamingOptions' default
+
+
+def test_fill_idle_gives_each_wave_at_most_fill_idle_per_wave_extra_samples():
+    from reinforce_ada.types import Completion
+
+    cfg = SamplerConfig()
+    budget = cfg.samples_per_round * cfg.max_rounds
+
+    def in_flight(scheduler):
+        return [len(state.in_flight) for state in scheduler.states.values()]
+
+    def scheduler(**options):
+        made = StreamingScheduler(prompts([0.0, 0.0]), cfg, StreamingOptions(allocation="fixed", **options))
+        made.want()
+        return made
+
+    assert in_flight(scheduler(fill_idle=False)) == [cfg.samples_per_round] * 2
+    assert in_flight(scheduler(fill_idle_per_wave=None)) == [budget] * 2  # the tail filled up to the budgets
+    capped = scheduler(fill_idle_per_wave=1)
+    assert in_flight(capped) == [cfg.samples_per_round + 1] * 2
+    assert capped.want() == []  # the wave has had its extra sample
+    failed = [(request, Completion(state.prompt.prompt_id, "0"), 0.0)
+              for state in capped.states.values() for request in list(state.in_flight.values())]
+    assert capped.record(failed) == []  # one class only: no exit
+    capped.want()  # the next wave, and again one extra sample each
+    assert in_flight(capped) == [cfg.samples_per_round + 1] * 2
+    assert [state.wave for state in capped.states.values()] == [2, 2]
+
+
+def test_an_engine_whose_sequences_share_compute_gets_one_extra_sample_per_wave():
+    cfg = SamplerConfig(mode="streaming")
+    gpu_like = SteppedTokenEngine()
+    assert build_sampler(cfg, gpu_like, text_verifier).options.fill_idle_per_wave is None  # up to the budgets
+    cpu_like = SteppedTokenEngine()
+    cpu_like.sequences_share_compute = True  # as VLLMGenerator on vLLM's CPU platform
+    sampler = build_sampler(cfg, cpu_like, text_verifier)
+    assert sampler.options.fill_idle and sampler.options.fill_idle_per_wave == 1
+    assert build_sampler(cfg, cpu_like, text_verifier, fill_idle_per_wave=None).options.fill_idle_per_wave is None
+    assert len(sampler.sample(prompts()).groups) == len(RATES)
+    assert len(build_sampler(cfg, gpu_like, text_verifier).sample(prompts()).groups) == len(RATES)
+    # fewer samples started only to be cancelled when their prompt exits
+    assert len(cpu_like.request_ids) < len(gpu_like.request_ids) and cpu_like.cancelled < gpu_like.cancelled
