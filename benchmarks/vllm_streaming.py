@@ -7,8 +7,10 @@ streaming sampler steps itself, one request per sample; ``--engine asyncllm`` is
 (``HFGenerator``) is the throughput reference. After one warm-up step (not reported), ``--repeats`` times, one after
 the other on the one engine:
 
-* ``streaming``: ``StreamingSampler.sample`` of ``--prompts`` prompts (Ada-balanced, group 4, M=4, N=2; verifier:
-  the parity of the first sampled token, so prompts get signal and exit and their in-flight samples are aborted);
+* ``streaming``: the streaming sampler's ``sample`` of ``--prompts`` prompts, with the options the trainer's sampler
+  factory gives this engine (Ada-balanced, group 4, M=4, N=2; on the CPU at most one speculative extra sample per
+  prompt and wave; verifier: the parity of the first sampled token, so prompts get signal and exit and their
+  in-flight samples are aborted);
 * ``batched``: one ``generate`` call drawing as many samples of each prompt as that streaming step drew, all at once
   (what a round-based sampler's single round asks of the engine);
 * ``hf``: the same batched request on ``HFGenerator`` (one padded ``generate``).
@@ -35,7 +37,7 @@ from learning_report import t_interval
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 from reinforce_ada.sampling.protocols import GenerationRequest
-from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
+from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.types import Prompt
 
 
@@ -62,6 +64,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a scheduler option (StreamingOptions) over the factory's, e.g. fill_idle_per_wave=null; "
+                             "repeatable")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from reinforce_ada.generation.hf import HFGenerator
@@ -71,8 +76,9 @@ def main() -> None:
     engine = build_engine(args.engine, model, tokenizer, args.max_new_tokens)
     build_seconds = time.perf_counter() - started
     hf = HFGenerator(model, tokenizer, max_new_tokens=args.max_new_tokens, use_chat_template=False, seed=0)
-    sampler = StreamingSampler(engine, parity_verifier, SamplerConfig(samples_per_round=4, max_rounds=2, group_size=4),
-                               StreamingOptions(max_in_flight=256))
+    config = SamplerConfig(mode="streaming", samples_per_round=4, max_rounds=2, group_size=4)
+    options = dict((key, json.loads(value)) for key, _, value in (item.partition("=") for item in args.option))
+    sampler = build_sampler(config, engine, parity_verifier, **options)  # the trainer's options for this engine
     rounds = []
     try:
         sampler.sample([Prompt(-1 - i, f"{i}=") for i in range(args.prompts)])  # warm-up, not reported
@@ -106,7 +112,7 @@ def main() -> None:
     finally:
         engine.close()
     mean, half = t_interval([math.log(r["ratio"]) for r in rounds])
-    summary = dict(engine=args.engine, build_seconds=build_seconds, prompts=args.prompts,
+    summary = dict(engine=args.engine, options=options, build_seconds=build_seconds, prompts=args.prompts,
                    max_new_tokens=args.max_new_tokens, repeats=args.repeats,
                    ratio_geometric_mean=math.exp(mean), ratio_ci95=[math.exp(mean - half), math.exp(mean + half)],
                    median_ratio=statistics.median(r["ratio"] for r in rounds),

@@ -221,7 +221,11 @@ class VLLMAsyncEngine(GeneratorBase):
             from reinforce_ada.models.loading import load_tokenizer
 
             tokenizer = load_tokenizer(model_path)
-        return cls(engine, tokenizer, loop=loop, weight_transfer="shared_memory" if own_transfer else "rpc", **own)
+        built = cls(engine, tokenizer, loop=loop, weight_transfer="shared_memory" if own_transfer else "rpc", **own)
+        from reinforce_ada.generation.vllm import _current_platform
+
+        built.sequences_share_compute = bool(_current_platform(vllm).is_cpu())
+        return built
 
     @classmethod
     def for_model(cls, model: Any, tokenizer: Any, *, model_path: str | None = None, max_new_tokens: int = 16,
@@ -252,13 +256,11 @@ class VLLMAsyncEngine(GeneratorBase):
         if logprobs_mode is not None:  # log-probs after temperature / top-p, what the trainer computes
             engine_kwargs["logprobs_mode"] = logprobs_mode
         try:
-            engine = cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
-                                    top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
-                                    owned_folder=folder, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
-                                    max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
-                                    **engine_kwargs)
-            engine.sequences_share_compute = bool(platform.is_cpu())
-            return engine
+            return cls.from_model(checkpoint, tokenizer, max_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, use_chat_template=use_chat_template, weight_sync=path,
+                                  owned_folder=folder, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
+                                  max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
+                                  **engine_kwargs)
         except BaseException:
             if folder is not None:
                 folder.cleanup()

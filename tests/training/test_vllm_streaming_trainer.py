@@ -31,6 +31,8 @@ def test_the_streaming_run_steps_the_colocated_engine(run):
     trainer, summary, records, before = run
     steps = step_records(records)
     assert isinstance(trainer.generator, VLLMGenerator) and trainer.sampler.engine is trainer.generator
+    # on the CPU every running sequence costs compute: at most one speculative extra sample per prompt and wave
+    assert trainer.generator.sequences_share_compute and trainer.sampler.options.fill_idle_per_wave == 1
     assert trainer.generator._num_submitted > 0  # the sampler's samples went in one request each
     assert not trainer.generator.llm.llm_engine.has_unfinished_requests()  # and none is left running
     assert summary["steps"] == STEPS and [r["step"] for r in steps] == list(range(1, STEPS + 1))
