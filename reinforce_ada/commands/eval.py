@@ -81,8 +81,11 @@ def run(args: argparse.Namespace) -> int:
     settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)
     datasets, verifier_names, verifiers, described = _sources(args, source)
     changed = _changed_run_inputs(args, source, datasets)
-    for line in changed:
+    for line in changed.values():
         print(f"warning: {line}; this evaluation reads it as it is now", file=sys.stderr)
+    if "held_out" in changed:
+        described["held-out"] = (f"the run's held-out file as it is now ({len(datasets['held-out'])} of "
+                                 f"{source.config.eval_data}; changed since the run measured its eval/accuracy)")
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                                 watched[data], "Such an accuracy would measure the verifier, not the model, so eval "
                                                "reports none.")
     if changed:
-        results["inputs_changed"] = changed
+        results["inputs_changed"] = list(changed.values())
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:
@@ -176,11 +179,11 @@ def _sources(args: argparse.Namespace, source: Any) -> tuple[dict[str, list[Prom
     return datasets, names, verifiers, described
 
 
-def _changed_run_inputs(args: argparse.Namespace, source: Any, datasets: dict[str, list[Prompt]]) -> list[str]:
+def _changed_run_inputs(args: argparse.Namespace, source: Any, datasets: dict[str, list[Prompt]]) -> dict[str, str]:
     """What of the run's own inputs this evaluation reads (its held-out prompts without ``--data``, its reward
-    module's source without ``--verifier``) has changed since the checkpoint was written, one line each."""
+    module's source without ``--verifier``) has changed since the checkpoint was written: a line per input name."""
     if source.checkpoint is None or source.config is None:
-        return []
+        return {}
     from reinforce_ada.runs.inputs import changed_since, input_files, prompts_fingerprint
 
     now = {}

@@ -168,19 +168,19 @@ def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], c
     return changes, warnings
 
 
-def changed_since(checkpoint: Path, now: dict[str, dict[str, Any]], config: Any) -> list[str]:
-    """One line per input of ``now`` whose fingerprint differs from the one ``checkpoint`` recorded (an input it did
-    not record, or a checkpoint whose state cannot be read, is not compared): for a command that reads a run's
-    inputs again without resuming it, so that it can say it is not reading what the run read."""
+def changed_since(checkpoint: Path, now: dict[str, dict[str, Any]], config: Any) -> dict[str, str]:
+    """A line for each input of ``now`` whose fingerprint differs from the one ``checkpoint`` recorded, by input
+    name (an input it did not record, or a checkpoint whose state cannot be read, is not compared): for a command
+    that reads a run's inputs again without resuming it, so that it can say it is not reading what the run read."""
     from reinforce_ada.errors import CheckpointError
     from reinforce_ada.runs.intact import read_trainer_state
 
     try:
         state = read_trainer_state(checkpoint)
     except CheckpointError:
-        return []
+        return {}
     saved = {"data": state.get("data"), **(state.get("inputs") or {})}
-    return [f"{_describe(name, config, saved[name])} changed since {checkpoint} was written: "
-            f"{_summary(saved[name])} then, {_summary(fingerprint)} now"
+    return {name: f"{_describe(name, config, saved[name])} changed since {checkpoint} was written: "
+                  f"{_summary(saved[name])} then, {_summary(fingerprint)} now"
             for name, fingerprint in now.items()
-            if isinstance(saved.get(name), dict) and not _same(saved[name], fingerprint)]
+            if isinstance(saved.get(name), dict) and not _same(saved[name], fingerprint)}

@@ -360,6 +360,8 @@ def test_eval_of_a_run_says_when_its_held_out_prompts_changed(tmp_path, capsys, 
         f"with SHA-256 "), changed
     assert " then, 1 row with SHA-256 " in changed[0]
     assert f"warning: {changed[0]}; this evaluation reads it as it is now" in captured.err
+    assert json.loads(captured.out)["prompts"] == {"held-out": f"the run's held-out file as it is now (1 of {held_out}; "
+                                                               f"changed since the run measured its eval/accuracy)"}
 
 
 # -- --help --------------------------------------------------------------------------------------------------------
