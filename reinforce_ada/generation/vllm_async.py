@@ -194,6 +194,7 @@ class VLLMAsyncEngine(GeneratorBase):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         from reinforce_ada.generation.shared_weights import BACKEND
+        from reinforce_ada.generation.vllm import _current_platform
 
         kwargs.setdefault("weight_transfer_config", {"backend": BACKEND})
         own_transfer = kwargs["weight_transfer_config"] == {"backend": BACKEND}
@@ -222,8 +223,6 @@ class VLLMAsyncEngine(GeneratorBase):
 
             tokenizer = load_tokenizer(model_path)
         built = cls(engine, tokenizer, loop=loop, weight_transfer="shared_memory" if own_transfer else "rpc", **own)
-        from reinforce_ada.generation.vllm import _current_platform
-
         built.sequences_share_compute = bool(_current_platform(vllm).is_cpu())
         return built
 

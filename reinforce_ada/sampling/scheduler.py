@@ -88,10 +88,8 @@ class StreamingOptions:
     samples, one each in turn, up to their budgets: fewer sequential waves on the critical path, at the price of
     extra (mostly cancelled) work."""
     fill_idle_per_wave: int | None = None
-    """Most extra samples ``fill_idle`` gives one prompt per wave (None: up to its budget). The sampler factory sets
-    1 for an engine whose every running sequence costs compute (vLLM on the CPU: the trainer's step 1.06x rounds'
-    instead of 1.12x, docs/benchmarks.md); on a GPU, where more sequences at once cost little, filling up to the
-    budgets shortens the step (the latency model: 1.21x one batched call instead of 1.52x)."""
+    """Most extra samples ``fill_idle`` gives one prompt per wave (None: up to its budget; the factory sets 1 where
+    every running sequence costs compute, e.g. vLLM on the CPU: docs/benchmarks.md)."""
     cancel_on_exit: bool = True
     """Cancel a prompt's in-flight requests when it exits. False lets them finish (they join the pool); only useful
     to measure what cancellation saves."""
@@ -129,8 +127,7 @@ class _PromptState:
     skipped: bool = False
     capped: bool = False
     gave_up: bool = False
-    extras: int = 0
-    """Samples ``fill_idle`` gave it in its current wave."""
+    extras: int = 0  # samples fill_idle gave it in its current wave
 
 
 class StreamingScheduler:
@@ -279,16 +276,15 @@ class StreamingScheduler:
     def _fill_idle(self, out: list[SampleRequest], max_new: int) -> None:
         """Round-robin one extra sample per in-progress prompt until the slots or the budgets run out."""
         candidates = [s for s in self.states.values() if not s.stopped and s.in_flight]
+        per_wave = self.options.fill_idle_per_wave or float("inf")
         while candidates and len(out) < max_new:
             still = []
             for state in candidates:
                 if len(out) >= max_new:
                     break
-                if state.budget - state.pool.num_drawn - len(state.in_flight) <= 0:
+                if state.budget - state.pool.num_drawn - len(state.in_flight) <= 0 or state.extras >= per_wave:
                     continue
                 if self.options.min_signal_rate > 0 and len(state.in_flight) >= self._samples_before_give_up(state):
-                    continue
-                if self.options.fill_idle_per_wave is not None and state.extras >= self.options.fill_idle_per_wave:
                     continue
                 state.extras += 1
                 out.append(self._new_request(state))
