@@ -11,7 +11,8 @@
   :class:`~reinforce_ada.sampling.streaming.SteppedEngine` (the colocated vLLM engine, stepped by the sampler), an
   :class:`~reinforce_ada.sampling.streaming.AsyncEngine` or a synchronous generator (wrapped in
   :class:`~reinforce_ada.sampling.sync_engine.AsyncGeneratorEngine`, with ``fill_idle=False`` unless given: its
-  batches cannot be cancelled).
+  batches cannot be cancelled). A generator whose running sequences share the compute (``sequences_share_compute``:
+  vLLM on the CPU) gets ``fill_idle_per_wave=1`` unless given: samples that may be cancelled are not free there.
 
 The trainer, the research tools, benchmarks and tests all build their samplers here.
 """
