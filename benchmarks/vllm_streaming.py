@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 
 import torch
 
-from learning_report import t_interval
+from vllm_trainer_streaming import log_ratio_interval, parse_option
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 from reinforce_ada.sampling.protocols import GenerationRequest
@@ -77,7 +76,7 @@ def main() -> None:
     build_seconds = time.perf_counter() - started
     hf = HFGenerator(model, tokenizer, max_new_tokens=args.max_new_tokens, use_chat_template=False, seed=0)
     config = SamplerConfig(mode="streaming", samples_per_round=4, max_rounds=2, group_size=4)
-    options = dict((key, json.loads(value)) for key, _, value in (item.partition("=") for item in args.option))
+    options = dict(parse_option(item) for item in args.option)
     sampler = build_sampler(config, engine, parity_verifier, **options)  # the trainer's options for this engine
     rounds = []
     try:
@@ -111,10 +110,10 @@ def main() -> None:
             print(json.dumps(rounds[-1]), flush=True)
     finally:
         engine.close()
-    mean, half = t_interval([math.log(r["ratio"]) for r in rounds])
+    mean, low, high = log_ratio_interval([r["ratio"] for r in rounds])
     summary = dict(engine=args.engine, options=options, build_seconds=build_seconds, prompts=args.prompts,
                    max_new_tokens=args.max_new_tokens, repeats=args.repeats,
-                   ratio_geometric_mean=math.exp(mean), ratio_ci95=[math.exp(mean - half), math.exp(mean + half)],
+                   ratio_geometric_mean=mean, ratio_ci95=[low, high],
                    median_ratio=statistics.median(r["ratio"] for r in rounds),
                    total_aborted=sum(r["aborted"] for r in rounds),
                    total_tokens_saved_estimate=sum(r["tokens_saved_estimate"] for r in rounds),

@@ -11,9 +11,9 @@ drift in the machine's load falls on all), each syncing the engine to its own mo
 Reported per mode: the median step seconds and the trainer's split of it (``time/sync_seconds``,
 ``time/generation_seconds``, ``time/scoring_seconds``, ``time/update_seconds``), samples drawn per step, and inside
 generation: the engine's iterations (``LLMEngine.step``), adding requests (``LLMEngine.add_request``) and the rest
-(the sampler and its scheduler, the conversion of vLLM's outputs). The ratio streaming / rounds of the step time (and each variant's,
-``NAME_step_ratio``) is the geometric mean of the paired ratios (step ``i`` of each), with a 95% t-interval on their
-logarithms.
+(the sampler and its scheduler, the conversion of vLLM's outputs). The ratio streaming / rounds of the step time
+(and each variant's, ``NAME_step_ratio``) is the geometric mean of the paired ratios (step ``i`` of each), with a 95%
+t-interval on their logarithms.
 
     python benchmarks/vllm_trainer_streaming.py --steps 100 --variant fill-to-budget:fill_idle_per_wave=null \
         --variant no-fill:fill_idle=false --json benchmarks/results/vllm_trainer_streaming.json

@@ -184,13 +184,13 @@ def _changed_run_inputs(args: argparse.Namespace, source: Any, datasets: dict[st
     module's source without ``--verifier``) has changed since the checkpoint was written: a line per input name."""
     if source.checkpoint is None or source.config is None:
         return {}
-    from reinforce_ada.runs.inputs import changed_since, input_files, prompts_fingerprint
+    from reinforce_ada.runs.inputs import changed_since, file_fingerprint, prompts_fingerprint, reward_source_file
 
     now = {}
     if "held-out" in datasets:
         now["held_out"] = prompts_fingerprint(datasets["held-out"])
-    if args.verifier is None and "reward_source" in (files := input_files(source.config)):
-        now["reward_source"] = files["reward_source"]
+    if args.verifier is None and (reward_source := reward_source_file(source.config.verifier)) is not None:
+        now["reward_source"] = file_fingerprint(reward_source)
     return changed_since(source.checkpoint, now, source.config)
 
 

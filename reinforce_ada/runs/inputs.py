@@ -39,8 +39,8 @@ from reinforce_ada.errors import RunFolderError
 from reinforce_ada.runs.files import file_sha256
 from reinforce_ada.types import Prompt
 
-__all__ = ["changed_since", "check_inputs", "file_fingerprint", "input_files", "prompts_fingerprint", "reward_source_file",
-           "weights_fingerprint"]
+__all__ = ["changed_since", "check_inputs", "file_fingerprint", "input_files", "prompts_fingerprint", "recorded_inputs",
+           "reward_source_file", "weights_fingerprint"]
 
 WARN_ONLY = frozenset({"reward_source"})
 """Inputs whose change is warned about and recorded, never refused (a reward module edited between a run and its
@@ -127,7 +127,8 @@ def _describe(name: str, config: Any, saved: dict[str, Any]) -> str:
 
 def _summary(fingerprint: dict[str, Any]) -> str:
     if "rows" in fingerprint:
-        return f"{fingerprint['rows']} row{'' if fingerprint['rows'] == 1 else 's'} with SHA-256 {fingerprint['sha256'][:12]}..."
+        rows = fingerprint["rows"]
+        return f"{rows} row{'' if rows == 1 else 's'} with SHA-256 {fingerprint['sha256'][:12]}..."
     if fingerprint.get("sha256") is None:
         return "missing"
     if "tensors" in fingerprint:
@@ -139,18 +140,30 @@ def _same(saved: dict[str, Any], now: dict[str, Any]) -> bool:
     return {k: v for k, v in saved.items() if k != "path"} == {k: v for k, v in now.items() if k != "path"}
 
 
+def recorded_inputs(state: dict[str, Any]) -> dict[str, Any]:
+    """The fingerprints a checkpoint's ``trainer_state.json`` (``state``) recorded, by input name."""
+    return {"data": state.get("data"), **(state.get("inputs") or {})}
+
+
+def _changes(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], config: Any) -> dict[str, str]:
+    """A line for each input of ``now`` whose fingerprint differs from ``saved`` (what ``checkpoint`` recorded; an
+    input it did not record is not compared), by input name."""
+    lines = {}
+    for name, fingerprint in now.items():
+        before = saved.get(name)
+        if before is not None and not _same(before, fingerprint):
+            lines[name] = (f"{_describe(name, config, before)} changed since {checkpoint} was written: "
+                           f"{_summary(before)} then, {_summary(fingerprint)} now")
+    return lines
+
+
 def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], config: Any
                  ) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
     """Compare the fingerprints ``now`` with those ``checkpoint`` recorded (``saved``; an input it did not record
     is not checked). Returns the changes to record (``{name: (then, now)}``) and the warnings to print; a change
     that is refused raises :class:`RunFolderError` naming the input, its fingerprints then and now, and the way out."""
     changes, warnings = {}, []
-    for name, fingerprint in now.items():
-        before = saved.get(name)
-        if before is None or _same(before, fingerprint):
-            continue
-        change = (f"{_describe(name, config, before)} changed since {checkpoint} was written: "
-                  f"{_summary(before)} then, {_summary(fingerprint)} now")
+    for name, change in _changes(checkpoint, saved, now, config).items():
         if name in WARN_ONLY:
             warnings.append(f"{change}; its rewards may differ from the run's so far (recorded in "
                             f"config_history.jsonl)")
@@ -164,7 +177,7 @@ def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], c
                                  f"--output-dir")
         else:
             warnings.append(f"--force-resume-changes: {change}")
-        changes[name] = (before, fingerprint)
+        changes[name] = (saved[name], now[name])
     return changes, warnings
 
 
@@ -179,8 +192,5 @@ def changed_since(checkpoint: Path, now: dict[str, dict[str, Any]], config: Any)
         state = read_trainer_state(checkpoint)
     except CheckpointError:
         return {}
-    saved = {"data": state.get("data"), **(state.get("inputs") or {})}
-    return {name: f"{_describe(name, config, saved[name])} changed since {checkpoint} was written: "
-                  f"{_summary(saved[name])} then, {_summary(fingerprint)} now"
-            for name, fingerprint in now.items()
-            if isinstance(saved.get(name), dict) and not _same(saved[name], fingerprint)}
+    saved = {name: value for name, value in recorded_inputs(state).items() if isinstance(value, dict)}
+    return _changes(checkpoint, saved, now, config)

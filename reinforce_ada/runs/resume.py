@@ -74,11 +74,10 @@ class StartState:
         them); a checkpoint that recorded no fingerprint of an input does not have it checked."""
         if self.checkpoint is None:
             return
-        from reinforce_ada.runs.inputs import check_inputs
+        from reinforce_ada.runs.inputs import check_inputs, recorded_inputs
 
-        state = read_trainer_state(self.checkpoint)
-        saved = {"data": state.get("data"), **(state.get("inputs") or {})}
-        changes, warnings = check_inputs(self.checkpoint, saved, fingerprints, config)
+        changes, warnings = check_inputs(self.checkpoint, recorded_inputs(read_trainer_state(self.checkpoint)),
+                                         fingerprints, config)
         for warning in warnings:
             logger.warning("%s", warning)
         self.changes = {**self.changes, **changes}

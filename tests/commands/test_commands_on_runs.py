@@ -354,14 +354,15 @@ def test_eval_of_a_run_says_when_its_held_out_prompts_changed(tmp_path, capsys, 
     held_out.write_text(json.dumps({"prompt": "7+1=", "answer": "8"}) + "\n")
     assert cli.main(["eval", "run", "--k", "1", "--json"]) == 0
     captured = capsys.readouterr()
-    changed = json.loads(captured.out)["inputs_changed"]
+    results = json.loads(captured.out)
+    changed = results["inputs_changed"]
     assert len(changed) == 1 and changed[0].startswith(
         f"the held-out prompts (--eval-data {held_out}) changed since run/checkpoint-3 was written: 3 rows "
         f"with SHA-256 "), changed
     assert " then, 1 row with SHA-256 " in changed[0]
     assert f"warning: {changed[0]}; this evaluation reads it as it is now" in captured.err
-    assert json.loads(captured.out)["prompts"] == {"held-out": f"the run's held-out file as it is now (1 of {held_out}; "
-                                                               f"changed since the run measured its eval/accuracy)"}
+    assert results["prompts"] == {"held-out": f"the run's held-out file as it is now (1 of {held_out}; changed since "
+                                              f"the run measured its eval/accuracy)"}
 
 
 # -- --help --------------------------------------------------------------------------------------------------------

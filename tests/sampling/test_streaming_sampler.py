@@ -11,7 +11,7 @@ from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import GenerationError
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler, StreamingScheduler
-from reinforce_ada.types import Prompt
+from reinforce_ada.types import Completion, Prompt
 
 from streaming_fakes import SteppedTokenEngine, TokenEngine, text_verifier
 
@@ -379,8 +379,6 @@ def test_the_config_tree_streaming_section_has_the_scheduler_options_defaults():
 
 
 def test_fill_idle_gives_each_wave_at_most_fill_idle_per_wave_extra_samples():
-    from reinforce_ada.types import Completion
-
     cfg = SamplerConfig()
     budget = cfg.samples_per_round * cfg.max_rounds
 
