@@ -22,13 +22,14 @@ from reinforce_ada.config.loading import (
 )
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.config.strategies import STRATEGIES, STRATEGY_SAMPLER_SETTINGS, strategy_sampler_values
+from reinforce_ada.config.est import EstConfig
 from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
 from reinforce_ada.config.defaults import MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, model_kind
 from reinforce_ada.config.train import TrainConfig
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS",
-           "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig",
+           "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "EstConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig",
            "TrainConfig",
            "add_config_arguments", "check_field_types", "config_settings", "field_docs", "flat_aliases", "load_config",
            "model_kind",

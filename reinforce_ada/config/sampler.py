@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from reinforce_ada.config.checks import (_check_choice, _check_types, check_positive_ints, check_seeds,
                                          unknown_fields)
+from reinforce_ada.config.est import EstConfig
 from reinforce_ada.config.streaming import MemoryConfig, StreamingConfig
 from reinforce_ada.core.advantages import ADVANTAGES
 from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES
@@ -130,17 +131,41 @@ class SamplerConfig:
     seed: int = 0
     """Seed for the random choices of selection (the trainer sets it to its own ``seed``)."""
     mode: str = "rounds"
-    """``"rounds"`` (the paper: every active prompt waits for the round barrier) or ``"streaming"`` (no barrier: a
+    """``"rounds"`` (the paper's Seq: every active prompt waits for the round barrier), ``"streaming"`` (no barrier: a
     prompt's next samples are submitted as soon as its last ones are scored, and cancelled when it exits; see
-    docs/beyond_the_paper.md; not with budget mode). The sampler factory builds the sampler this names."""
+    docs/beyond_the_paper.md; not with budget mode) or ``"est"`` (Reinforce-Ada-Est, arXiv 2510.04996v3 Alg. 1: one
+    generation call per step, each prompt's sample count from its remembered pass rate, every sample trained on;
+    settings in ``est``; needs ``selection="all"``, ``advantage="pool"``, ``exit_rule="once"`` -- strategy
+    ``ada-est`` sets them). The sampler factory builds the sampler this names."""
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
     """Settings of ``mode="streaming"`` (:class:`~reinforce_ada.config.StreamingConfig`)."""
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     """The cross-step pass-rate memory (:class:`~reinforce_ada.config.MemoryConfig`)."""
+    objective: str | None = None
+    """The RL objective ``E_x[f(p(x))]`` (p: a prompt's pass rate; arXiv 2510.04996v3 Sec. 3), whose gradient weighs
+    each prompt by ``w(p) = f'(p)``: ``"linear"`` (``f = p``, ``w = 1``: ordinary RL, no weight), ``"log"``
+    (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid in samples
+    (``mode="est"``'s allocation) and in the gradient (every advantage multiplied by ``w_grad``, evaluated at the
+    pool's mean reward -- its pass rate for 0/1 rewards), split by ``sample_share``. None: ``"log"`` under
+    ``mode="est"``, ``"linear"`` otherwise (the paper's Seq as released: no weight). See
+    :mod:`reinforce_ada.core.objectives`."""
+    sample_share: float | None = None
+    """s in [0, 1]: the part of the objective's weight paid in samples, ``w_sample = w^s``, ``w_grad = w^(1-s)``.
+    None: 1/2 under ``mode="est"`` (Alg. 1: ``1/sqrt(p)`` in samples and in the gradient), 0 otherwise (the round-based
+    and streaming samplers choose samples by their exit rule, so the whole weight goes into the gradient: v3 Sec. 3.2's
+    explicit ``1 / p_hat`` for Seq). Not used with ``est.allocation="variance-optimal"``."""
+    objective_eps: float = 1e-6
+    """eps > 0: every weight is evaluated at ``p + eps`` (finite at ``p = 0``)."""
+    max_grad_weight: float | None = 8.0
+    """The cap on ``w_grad``: under the log objective a pool with one success in 32 samples would carry 32x the
+    gradient of an easy prompt and could dominate its batch; with the cap it carries at most 8x. None: no cap."""
+    est: EstConfig = field(default_factory=EstConfig)
+    """Settings of ``mode="est"`` (:class:`~reinforce_ada.config.EstConfig`)."""
 
     def __post_init__(self) -> None:
         self.streaming = section(StreamingConfig, self.streaming, "streaming")
         self.memory = section(MemoryConfig, self.memory, "memory")
+        self.est = section(EstConfig, self.est, "est")
         _check_types(self)
         check_positive_ints(self, ("samples_per_round", "max_rounds", "group_size", "min_positive"))
         if self.group_size < 2:
@@ -204,16 +229,86 @@ class SamplerConfig:
                 raise ConfigError(f"allocation='budget' values the chance of meeting the exit rule, which must then "
                                   f"be one of {list(BUDGET_EXIT_RULES)} (got exit_rule={self.exit_rule!r})")
         _check_choice("unexited", self.unexited, ["keep", "drop"])
-        _check_choice("mode", self.mode, ["rounds", "streaming"])
+        _check_choice("mode", self.mode, ["rounds", "streaming", "est"])
+        self._check_objective()
         if self.streaming.budget is not None and self.streaming.budget < self.group_size:
             raise ConfigError(f"streaming.budget={self.streaming.budget} is below group_size={self.group_size}")
         if not self.memory.enabled and (self.streaming.skip_below or self.streaming.cap_below
-                                        or (self.memory.seed and not self.is_budget)):
+                                        or (self.memory.seed and not (self.is_budget or self.mode == "est"))):
             raise ConfigError("memory.seed, streaming.skip_below and streaming.cap_below need memory.enabled=True "
-                              "(or, for memory.seed, budget mode: allocation='budget')")
+                              "(or, for memory.seed, budget mode -- allocation='budget' -- or mode='est', which always "
+                              "keep a memory)")
         _check_choice("on_verifier_failure", self.on_verifier_failure, ["zero", "drop"])
         if callable(self.unexited) or callable(self.on_verifier_failure):
             raise ConfigError("unexited and on_verifier_failure take a name, not a callable")
+
+    def _check_objective(self) -> None:
+        """The objective and its split; ``mode="est"``'s fixed companions; settings of another mode left at their
+        defaults (a changed one would be ignored)."""
+        from reinforce_ada.core.objectives import check_sample_share, parse_objective
+
+        if self.objective is not None:
+            try:
+                parse_objective(self.objective)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+        if self.sample_share is not None:
+            try:
+                check_sample_share(self.objective_in_use, self.sample_share)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+        if not (self.objective_eps > 0):
+            raise ConfigError(f"objective_eps must be > 0 (got {self.objective_eps}): it keeps w(p) finite at p = 0")
+        if self.max_grad_weight is not None and not self.max_grad_weight >= 1:
+            raise ConfigError(f"max_grad_weight must be >= 1 or None (got {self.max_grad_weight})")
+        if self.mode != "est":
+            if self.est != EstConfig():
+                raise ConfigError(f"est.* are settings of mode='est' (strategy ada-est); got mode={self.mode!r}")
+            return
+        wanted = {"selection": "all", "advantage": "pool", "exit_rule": "once", "allocation": "fixed"}
+        wrong = {name: getattr(self, name) for name, value in wanted.items() if getattr(self, name) != value}
+        if wrong:
+            raise ConfigError(f"mode='est' draws each prompt's samples in one call and trains on all of them with the "
+                              f"whole-pool baseline (v3 Alg. 1), so it needs "
+                              f"{', '.join(f'{k}={v!r}' for k, v in wanted.items())} (got "
+                              f"{', '.join(f'{k}={v!r}' for k, v in wrong.items())}); strategy ada-est sets them")
+        if self.est.allocation == "variance-optimal":
+            if self.objective_in_use != "log" or self.sample_share is not None or self.normalize_std:
+                raise ConfigError("est.allocation='variance-optimal' is Appendix B's split of the log objective (its "
+                                  "advantage is the std normalisation): leave objective at 'log' and sample_share "
+                                  "and normalize_std unset")
+        defaults = MemoryConfig()
+        for name in ("half_life", "max_evidence"):
+            if getattr(self.memory, name) != getattr(defaults, name):
+                raise ConfigError(f"memory.{name} is not used by mode='est': its memory decays per visit "
+                                  f"(est.decay) and keeps every sample's evidence")
+
+    @property
+    def objective_in_use(self) -> str:
+        """``objective``, or its default: ``"log"`` under ``mode="est"``, ``"linear"`` otherwise."""
+        if self.objective is not None:
+            return self.objective
+        return "log" if self.mode == "est" else "linear"
+
+    @property
+    def sample_share_in_use(self) -> float | str:
+        """``sample_share``, or its default (1/2 under ``mode="est"``, 0 otherwise); ``"variance-optimal"`` with
+        ``est.allocation="variance-optimal"``."""
+        if self.mode == "est" and self.est.allocation == "variance-optimal":
+            from reinforce_ada.core.objectives import VARIANCE_OPTIMAL
+
+            return VARIANCE_OPTIMAL
+        if self.sample_share is not None:
+            return self.sample_share
+        return 0.5 if self.mode == "est" else 0.0
+
+    @property
+    def weights_gradient(self) -> bool:
+        """Whether advantages carry a gradient weight (an objective other than ``linear``, unless it is all paid in
+        samples)."""
+        if self.objective_in_use == "linear":
+            return False
+        return self.sample_share_in_use != 1
 
     @property
     def max_samples(self) -> int:
@@ -266,6 +361,18 @@ class SamplerConfig:
         return value
 
     @classmethod
+    def reinforce_ada_est(cls, **overrides: Any) -> "SamplerConfig":
+        """Reinforce-Ada-Est (v3 Alg. 1): ``mode="est"`` with its fixed companions (every sample kept, whole-pool
+        baseline); ``overrides`` for the rest, e.g. ``est={"budget": 512}``.
+
+        >>> SamplerConfig.reinforce_ada_est().objective_in_use
+        'log'
+        """
+        params: dict[str, Any] = dict(mode="est", exit_rule="once", selection="all", advantage="pool")
+        params.update(overrides)
+        return cls(**params)
+
+    @classmethod
     def grpo(cls, group_size: int = 4, **overrides: Any) -> "SamplerConfig":
         """Plain GRPO through the same sampler: one round of ``group_size`` samples, group-local baseline."""
         params = dict(samples_per_round=group_size, max_rounds=1, group_size=group_size, exit_rule="once",
@@ -278,7 +385,7 @@ class SamplerConfig:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("streaming", "memory"):
+            if f.name in ("streaming", "memory", "est"):
                 out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)}
             else:
                 out[f.name] = repr(value) if callable(value) else value

@@ -9,7 +9,8 @@ from typing import Any
 from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, SamplerConfig
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "strategy_sampler_values"]
+__all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "check_strategy_sampler",
+           "strategy_sampler_values"]
 
 GROUP_SIZE = "<group_size>"
 """A table value meaning "the sampler's ``group_size``" (GRPO draws one round of n)."""
@@ -22,6 +23,7 @@ STRATEGY_SAMPLER_SETTINGS: dict[str, dict[str, Any]] = {
     "ada-positive": dict(exit_rule="positive"),
     "ada-mixed": dict(exit_rule="mixed"),
     "ada-budget": dict(exit_rule="mixed", allocation="budget"),
+    "ada-est": dict(mode="est", exit_rule="once", selection="all", advantage="pool"),
     "grpo": _ONE_GRPO_ROUND,
     "dapo": _ONE_GRPO_ROUND,  # each generation batch is one GRPO round (DynamicSamplingConfig.round_config)
 }
@@ -30,7 +32,11 @@ STRATEGY_SAMPLER_SETTINGS: dict[str, dict[str, Any]] = {
 ``ada-<rule>`` is Reinforce-Ada with that exit rule (``mixed``: exit once the pool has one positive and one negative,
 see docs/beyond_the_paper.md). ``ada-budget`` is budget mode: a fixed number of samples per step
 (``sample_budget_per_step``, default GRPO's ``group_size x batch_size``) allocated over the batch's prompts by a
-cross-step pass-rate memory, in rounds. ``grpo`` is one round of n with a group-local baseline; ``dapo`` repeats
+cross-step pass-rate memory, in rounds. ``ada-est`` is Reinforce-Ada-Est (arXiv 2510.04996v3 Alg. 1): per step one
+generation call, each prompt's samples proportional to ``1 / sqrt(p_hat)`` from a per-visit-decayed pass-rate
+memory (``sampler.est``; default budget 8 x prompts, GRPO-n8's), every sample trained on with advantages
+``(r - rbar) / sqrt(rbar)`` (``sampler.objective``, ``sampler.sample_share``). ``grpo`` is one round of n with a
+group-local baseline; ``dapo`` repeats
 that round on fresh prompts, keeping groups with signal (:class:`~reinforce_ada.config.DynamicSamplingConfig`).
 A field the strategy sets may be given only with the strategy's value (anything else is a ConfigError naming both).
 """
@@ -72,6 +78,19 @@ def strategy_sampler_values(strategy: str, seed: int, sampler: SamplerConfig | d
             raise ConfigError(f"sampler.{name}={values[name]!r} contradicts {owner}, which sets "
                               f"sampler.{name}={wanted!r}" + (" (give seed instead)" if name == "seed" else ""))
         values[name] = wanted
+    if strategy != "ada-est" and values.get("mode") == "est":
+        raise ConfigError(f"sampler.mode='est' is strategy='ada-est' (got strategy={strategy!r})")
     if strategy != "ada-budget" and values.get("allocation") == "budget":
         raise ConfigError(f"sampler.allocation='budget' is strategy='ada-budget' (got strategy={strategy!r})")
     return values
+
+
+def check_strategy_sampler(strategy: str, sampler: SamplerConfig, batch_size: int | None) -> None:
+    """The trainer's sampler settings that only one strategy runs: ``dapo`` carries
+    no objective weight (its rounds are plain GRPO's); ``ada-est``'s budget must be spendable for ``batch_size``
+    prompts (checked now, before anything loads)."""
+    if strategy == "dapo" and sampler.objective_in_use != "linear":
+        raise ConfigError(f"sampler.objective={sampler.objective!r} is not applied by strategy='dapo' (its dynamic "
+                          f"sampling trains plain GRPO groups); use it with grpo, ada-* or ada-est")
+    if strategy == "ada-est" and batch_size is not None:
+        sampler.est.step_budget(batch_size)

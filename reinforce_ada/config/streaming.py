@@ -65,7 +65,8 @@ class MemoryConfig:
     """The cross-step pass-rate memory (:class:`~reinforce_ada.sampling.memory.PassRateMemory`): per-prompt pass-rate
     estimates kept across steps (content-hashed, decayed, checkpointed), never mixed into a step's pool statistics.
     The streaming sampler keeps one when ``enabled``; budget mode (``allocation="budget"``) always keeps one (decayed
-    per visit by ``budget_half_life``, not by ``half_life``)."""
+    per visit by ``budget_half_life``, not by ``half_life``); so does ``mode="est"`` (decayed per visit by
+    ``est.decay``, with the prior ``est.prior_alpha``/``est.prior_beta``, uncapped)."""
 
     enabled: bool = False
     """Streaming: keep the memory, to size first requests and to skip or cap hopeless/saturated prompts
@@ -75,7 +76,8 @@ class MemoryConfig:
     max_evidence: float = 128.0
     """Most (decayed) samples remembered per prompt (streaming and budget mode)."""
     seed: str | None = None
-    """A ``select-prompts`` pass-rate file to start from (streaming with ``enabled``, or budget mode)."""
+    """A ``select-prompts`` pass-rate file to start from (streaming with ``enabled``, budget mode, or
+    ``mode="est"``)."""
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="memory.")

@@ -14,7 +14,7 @@ from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds
 from reinforce_ada.config.defaults import (MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, model_kind,
                                            reasoning_gym_system_prompt)
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
-from reinforce_ada.config.strategies import STRATEGIES, strategy_sampler_values
+from reinforce_ada.config.strategies import STRATEGIES, check_strategy_sampler, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["TrainConfig"]
@@ -270,6 +270,7 @@ class TrainConfig:
         if self.sampler.mode == "streaming" and self.strategy not in ("ada-balanced", "ada-positive", "ada-mixed"):
             raise ConfigError(f"sampler.mode='streaming' runs the ada-balanced/positive/mixed strategies, not "
                               f"strategy={self.strategy!r} (ada-budget runs on sampler.mode='rounds')")
+        check_strategy_sampler(self.strategy, self.sampler, self.batch_size)
         if self.strategy == "ada-budget" and self.sampler.sample_budget_per_step is not None:
             minimum = self.sampler.group_size * self.batch_size
             if self.sampler.sample_budget_per_step < minimum:

@@ -2,7 +2,9 @@
 ``NAME=SETTINGS`` form that defines one on the command line.
 
 A strategy here is what one arm of a comparison runs: every ``TrainConfig.strategy`` under its own name (GRPO, DAPO,
-the three Reinforce-Ada exit rules, budget mode), plus a few variants that need more than one setting. The streaming
+the three Reinforce-Ada exit rules, budget mode, Reinforce-Ada-Est), plus a few variants that need more than one
+setting (GRPO with 8 or 16 completions per prompt, the Est presets of arXiv 2510.04996v3 App. C.2 and of the upstream
+``hanze`` branch). The streaming
 sampler one sample at a time (``stream-<rule>``) is the paper's rule without the round barrier
 (docs/beyond_the_paper.md). A new named strategy is one row of :data:`STRATEGIES`.
 
@@ -31,6 +33,17 @@ STRATEGIES: dict[str, dict[str, Any]] = {  # name -> train settings by dotted na
     "ada-mixed": {"strategy": "ada-mixed"},  # exit at one positive and one negative
     "ada-budget": {"strategy": "ada-budget"},  # GRPO's samples per step, spread by a cross-step pass-rate memory
     "grpo-n8": {"strategy": "grpo", "sampler.group_size": 8},  # twice GRPO's completions per prompt
+    "grpo-n16": {"strategy": "grpo", "sampler.group_size": 16},
+    # Reinforce-Ada-Est (v3 Alg. 1): 8 x prompts samples per step (GRPO-n8's), 1/sqrt(p_hat) in samples and in the
+    # gradient, from a per-visit-decayed memory; then two presets of it
+    "ada-est": {"strategy": "ada-est"},
+    # v3 App. C.2's ablation: the whole 1/p weight in samples, none in the gradient ("overly aggressive")
+    "ada-est-sample-only": {"strategy": "ada-est", "sampler.sample_share": 1.0},
+    # the upstream `hanze` branch (ray_trainer_ema.py): Beta(1, 16) prior, decay 0.9 per visit, samples
+    # proportional to 1/p_hat with at least one per prompt and no upper clip, no gradient weight
+    "ada-est-hanze": {"strategy": "ada-est", "sampler.sample_share": 1.0, "sampler.est.prior_alpha": 1.0,
+                      "sampler.est.prior_beta": 16.0, "sampler.est.decay": 0.9, "sampler.est.min_samples": 1,
+                      "sampler.est.max_samples": None},
     "stream-balanced": {"strategy": "ada-balanced", **STREAM_ONE_AT_A_TIME},
     "stream-positive": {"strategy": "ada-positive", **STREAM_ONE_AT_A_TIME},
     "stream-mixed": {"strategy": "ada-mixed", **STREAM_ONE_AT_A_TIME},

@@ -20,10 +20,15 @@ Strategies (all through the library's own code):
   exit rule (a group has signal as soon as the pool holds one of each class), memory, and the price of signal
   (``min_signal_rate``: give up a one-class pool, or skip a prompt, once a sample is unlikely to bring signal; the
   per-prompt budget may then exceed ``M * N``).
+* ``grpo-n8`` -- one round of 8 per prompt (``--est-samples`` per prompt): the budget Est is matched to.
+* ``ada-est`` -- Reinforce-Ada-Est (:class:`~reinforce_ada.sampling.estimate.EstSampler`, arXiv 2510.04996v3
+  Alg. 1): ``--est-samples`` x prompts per step, each prompt's share proportional to ``1 / sqrt(p_hat)`` from its
+  per-visit-decayed memory, clipped to ``[--est-min, --est-max]``, in one call; every sample kept.
 
 Reported per strategy: samples per prompt, signal fraction (prompts whose kept group has non-equal rewards, over all
 prompts presented), samples per signal-prompt, generated tokens per signal-prompt (counting the partial tokens of
-cancelled requests), the time, and the time of one batched call producing the same completions.
+cancelled requests), where the samples went (the share on prompts whose pass rate at the time was below 0.1: hard),
+the time, and the time of one batched call producing the same completions.
 """
 
 from __future__ import annotations
@@ -37,13 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from reinforce_ada.config import SamplerConfig
+from reinforce_ada.config import EstConfig, SamplerConfig
 from reinforce_ada.errors import UsageError
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
 from reinforce_ada.research.simulate import (SimulatedGenerator, check_counts, check_simulation_inputs, finite_or_none,
                                              pass_rates_from, simulated_verifier)
-from reinforce_ada.sampling.sampler import AdaptiveSampler
+from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.pools import GroupSelector
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingScheduler
 from reinforce_ada.types import Completion, Prompt
@@ -76,7 +81,7 @@ class StrategySpec:
     options: StreamingOptions | None = None
     """None: the round-based sampler."""
     memory: dict[str, Any] | None = None
-    """PassRateMemory keyword arguments, or None for no memory."""
+    """PassRateMemory keyword arguments, or None for no memory (``ada-est`` keeps its own)."""
 
 
 @dataclass
@@ -90,6 +95,8 @@ class MultistepResult:
     time: float = 0.0
     batched_time: float = 0.0
     num_cancelled: int = 0
+    hard_samples: int = 0
+    """Samples drawn for prompts whose pass rate at the time was below :data:`HARD_BELOW`."""
     per_epoch_signal: list[float] = field(default_factory=list)
     per_epoch_samples: list[float] = field(default_factory=list)
 
@@ -110,6 +117,11 @@ class MultistepResult:
         return self.total_tokens / self.num_signal if self.num_signal else float("inf")
 
     @property
+    def hard_share(self) -> float:
+        """The share of the samples spent on prompts whose pass rate was below :data:`HARD_BELOW` when drawn."""
+        return self.hard_samples / self.total_samples if self.total_samples else 0.0
+
+    @property
     def time_ratio(self) -> float:
         """Time over the time of one batched call producing the same completions."""
         return self.time / self.batched_time if self.batched_time else float("nan")
@@ -117,16 +129,21 @@ class MultistepResult:
     def summary(self) -> dict[str, Any]:
         out = asdict(self)
         for name in ("samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "tokens_per_signal_prompt",
-                     "time_ratio"):
+                     "hard_share", "time_ratio"):
             out[name] = getattr(self, name)
         return out
+
+
+HARD_BELOW = 0.1
+"""A prompt is *hard* (for the ``hard_share`` column) while its pass rate is below this."""
 
 
 def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_size: int = 4,
                        concurrency: int = 256, target: float = 0.3, skip_below: float = 0.1,
                        cap_below: float = 0.0, half_life: float = 8.0, give_up_below: float = 0.0,
                        min_signal_rate: float = 0.012, budget: int = 64, priced_exit_rule: str = "mixed",
-                       priced_half_life: float = 16.0) -> list[StrategySpec]:
+                       priced_half_life: float = 16.0, est_samples: int = 8, est_min: int = 2,
+                       est_max: int = 32) -> list[StrategySpec]:
     """The rows of ``reinforce-ada simulate-multistep`` (see the module docstring); the ``stream-priced`` defaults
     are the ones measured in docs/beyond_the_paper.md."""
     cfg = SamplerConfig(samples_per_round=samples_per_round, max_rounds=max_rounds, group_size=group_size)
@@ -143,6 +160,9 @@ def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_si
         StrategySpec("stream-priced", priced, StreamingOptions(target=target, max_in_flight=concurrency,
                                                                min_signal_rate=min_signal_rate, budget=budget),
                      dict(half_life=priced_half_life)),
+        StrategySpec(f"grpo-n{est_samples}", SamplerConfig.grpo(est_samples)),
+        StrategySpec("ada-est", SamplerConfig.reinforce_ada_est(
+            est=EstConfig(min_samples=est_min, max_samples=est_max, samples_per_prompt=est_samples))),
     ]
 
 
@@ -192,7 +212,12 @@ def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: i
             memory.seed(e.key, e.pass_rate, e.num_samples)
     selector = GroupSelector(spec.config)
     generator = TimedGenerator(SimulatedGenerator(seed), latency, seed)
-    round_sampler = AdaptiveSampler(generator, simulated_verifier, spec.config) if spec.options is None else None
+    round_sampler = None
+    if spec.options is None:  # the round-based sampler, or Est's one call
+        round_sampler = build_sampler(spec.config, generator, simulated_verifier)
+        if spec.config.mode == "est" and seed_estimates:
+            for e in seed_estimates:
+                round_sampler.memory.seed(e.key, e.pass_rate, e.num_samples)  # type: ignore[union-attr]
     step = 0
     for epoch, order in enumerate(orders):
         epoch_signal = epoch_prompts = epoch_samples = 0
@@ -216,6 +241,7 @@ def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: i
                 result.num_cancelled += int(batch.metrics["num_cancelled"])
                 result.num_skipped += int(batch.metrics["num_skipped"])
             result.batched_time += batched_time(lengths, latency)
+            result.hard_samples += sum(pool.num_drawn for pid, pool in batch.pools.items() if p[pid] < HARD_BELOW)
             num_signal = sum(1 for g in batch.groups if g.has_signal)
             samples = int(batch.metrics["total_samples"])
             result.num_prompts += len(prompts)
@@ -232,12 +258,14 @@ def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: i
 
 def format_table(results: list[MultistepResult]) -> str:
     header = (f"{'strategy':<18}{'samples/prompt':>15}{'% signal':>10}{'samples/signal':>16}{'tokens/signal':>15}"
-              f"{'skipped':>9}{'time':>9}{'/batched':>10}")
+              f"{'% on hard':>10}{'skipped':>9}{'time':>9}{'/batched':>10}")
     lines = [header, "-" * len(header)]
     for r in results:
         lines.append(f"{r.strategy:<18}{r.samples_per_prompt:>15.2f}{100 * r.signal_fraction:>9.1f}%"
-                     f"{r.samples_per_signal_prompt:>16.2f}{r.tokens_per_signal_prompt:>15.0f}{r.num_skipped:>9d}"
-                     f"{r.time:>9.0f}{r.time_ratio:>10.3f}")
+                     f"{r.samples_per_signal_prompt:>16.2f}{r.tokens_per_signal_prompt:>15.0f}"
+                     f"{100 * r.hard_share:>9.1f}%{r.num_skipped:>9d}{r.time:>9.0f}{r.time_ratio:>10.3f}")
+    lines.append(f"(% on hard: the share of the samples drawn for prompts whose pass rate was below {HARD_BELOW} "
+                 f"at the time)")
     return "\n".join(lines)
 
 
@@ -272,6 +300,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stream-priced: exit rule (default: %(default)s)")
     p.add_argument("--priced-half-life", type=float, default=16.0,
                    help="stream-priced: memory half-life in steps (default: %(default)s)")
+    p.add_argument("--est-samples", type=int, default=8,
+                   help="ada-est and its GRPO baseline: samples per prompt per step, the budget (default: %(default)s)")
+    p.add_argument("--est-min", type=int, default=2, help="ada-est: fewest samples per prompt (default: %(default)s)")
+    p.add_argument("--est-max", type=int, default=32, help="ada-est: most samples per prompt (default: %(default)s)")
     p.add_argument("--select-k", type=int, default=0,
                    help="first run select-prompts with this many samples per prompt (0: off; the paper used 16)")
     p.add_argument("--select-min", type=float, default=1 / 16, help="select-prompts: lowest pass rate kept")
@@ -287,7 +319,11 @@ def run(args: argparse.Namespace) -> int:
     refuse_unsafe_outputs({"--json": args.json}, [("--dist", args.dist)])
     check_simulation_inputs(args.prompts, args.seed)
     check_counts(epochs=args.epochs, batch_size=args.batch_size, concurrency=args.concurrency,
-                 max_tokens=args.max_tokens)
+                 max_tokens=args.max_tokens, est_samples=args.est_samples, est_min=args.est_min,
+                 est_max=args.est_max)
+    if not args.est_min <= args.est_samples <= args.est_max:
+        raise UsageError(f"--est-samples {args.est_samples} must lie in [--est-min, --est-max] = "
+                         f"[{args.est_min}, {args.est_max}]: the budget is spent within those bounds")
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,
                                    args.drift_std, args.seed)
     estimates = None
@@ -299,7 +335,8 @@ def run(args: argparse.Namespace) -> int:
     latency = LatencyModel(concurrency=args.concurrency, length_median=args.length_median, max_tokens=args.max_tokens)
     specs = default_strategies(args.samples_per_round, args.max_rounds, args.group_size, args.concurrency,
                                args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below,
-                               args.min_signal_rate, args.budget, args.priced_exit_rule, args.priced_half_life)
+                               args.min_signal_rate, args.budget, args.priced_exit_rule, args.priced_half_life,
+                               args.est_samples, args.est_min, args.est_max)
     if args.sampler == "adaptive":
         specs = [s for s in specs if s.options is None]
     elif args.sampler == "streaming":

@@ -5,6 +5,9 @@
   (the paper's loop; GRPO as one round); in budget mode (``allocation="budget"``) with a cross-step
   :class:`~reinforce_ada.sampling.memory.PassRateMemory` (decayed per visit by ``budget_half_life``, at most
   ``memory.max_evidence``, seeded from ``memory.seed``).
+* ``mode="est"``: :class:`~reinforce_ada.sampling.estimate.EstSampler` (Reinforce-Ada-Est), with its memory
+  (:func:`~reinforce_ada.sampling.estimate.est_memory`: prior and per-visit decay from ``config.est``, seeded from
+  ``memory.seed``).
 * ``mode="streaming"``: :class:`~reinforce_ada.sampling.streaming.StreamingSampler`, its
   :class:`~reinforce_ada.sampling.scheduler.StreamingOptions` built from ``config.streaming`` (plus research-only
   options given as keywords), with a memory when ``memory.enabled``. ``generator`` is a
@@ -47,7 +50,7 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
     """The sampler ``config`` names (see the module docstring).
 
     ``memory``: a :class:`~reinforce_ada.sampling.memory.PassRateMemory` to use instead of the one the config implies
-    (streaming or budget mode only). ``streaming_options``: :class:`~reinforce_ada.sampling.scheduler.StreamingOptions`
+    (streaming, budget mode or ``mode="est"`` only). ``streaming_options``: :class:`~reinforce_ada.sampling.scheduler.StreamingOptions`
     fields that are not settings of ``config.streaming`` (``prior``, ``max_request``, ``cap_samples``,
     ``max_attempts``, ``follow_ups_first``, ``fill_idle``, ``cancel_on_exit``); streaming only.
     """
@@ -62,7 +65,12 @@ def build_sampler(config: SamplerConfig | DynamicSamplingConfig, generator: Any,
     if config.mode == "streaming":
         return _streaming_sampler(config, generator, verifier, memory, streaming_options)
     if streaming_options:
-        raise ValueError(f"streaming options {sorted(streaming_options)} need mode='streaming' (got mode='rounds')")
+        raise ValueError(f"streaming options {sorted(streaming_options)} need mode='streaming' "
+                         f"(got mode={config.mode!r})")
+    if config.mode == "est":
+        from reinforce_ada.sampling.estimate import EstSampler
+
+        return EstSampler(generator, verifier, config, memory)
     if config.is_budget:
         if memory is None:
             memory = new_memory(config.memory, half_life=None)  # budget mode decays per visit, not per step

@@ -9,6 +9,12 @@ pseudo-counts of positives and negatives -- from earlier steps:
 with ``decay = 0.5 ** (1 / half_life)``, and the total capped at ``max_evidence`` so an old, confident estimate can
 still be overturned once the model drifts. The posterior on the pass rate is ``Beta(prior_a + pos, prior_b + neg)``.
 
+Decay per *visit* instead of per step is an option (``visit_decay``, the v3 paper's "Ada-EMA" of Reinforce-Ada-Est,
+arXiv 2510.04996v3 Alg. 1): each update first multiplies the prompt's evidence by ``lam``, then adds the visit's
+counts -- ``N_pos <- lam N_pos + k_t``, ``N_tot <- lam N_tot + n_t`` -- so a prompt's estimate ages by how often it was
+sampled, whatever the steps in between; with ``prior = (alpha, beta)`` the posterior mean is the paper's
+``p_hat = (N_pos + alpha) / (N_tot + alpha + beta)``.
+
 The memory is read only *before* a step (to skip or cap prompts that look hopeless or saturated and to size their
 first request) and written only *after* it, from the step's pool counts. It never enters a pool: whole-pool
 advantages use this step's completions only, so they stay unbiased whatever the memory says.
@@ -155,25 +161,30 @@ class _Entry:
 class PassRateMemory:
     """Decayed per-prompt pass-rate evidence across steps (see the module docstring)."""
 
-    def __init__(self, half_life: float | None = 8.0, max_evidence: float = 128.0,
+    def __init__(self, half_life: float | None = 8.0, max_evidence: float | None = 128.0,
                  prior: tuple[float, float] = (1.0, 1.0), empirical_prior: bool = True, min_fit_entries: int = 32,
-                 prior_fit: str = "mle"):
+                 prior_fit: str = "mle", visit_decay: float | None = None):
         """``half_life``: steps after which old evidence weighs half (``None``: never decays). ``max_evidence``: cap
-        on ``pos + neg`` kept per prompt. ``prior``: the Beta prior added to the evidence (the starting prior when
-        ``empirical_prior``). ``empirical_prior``: refit the prior to the remembered prompts at every
-        :meth:`advance` once ``min_fit_entries`` are known. ``prior_fit``: how -- ``"mle"`` (maximum marginal
+        on ``pos + neg`` kept per prompt (``None``: no cap). ``prior``: the Beta prior added to the evidence (the
+        starting prior when ``empirical_prior``). ``empirical_prior``: refit the prior to the remembered prompts at
+        every :meth:`advance` once ``min_fit_entries`` are known. ``prior_fit``: how -- ``"mle"`` (maximum marginal
         likelihood, :func:`fit_beta_prior_mle`; consistent under adaptive stopping) or ``"moments"``
-        (:func:`fit_beta_prior`; biased when the number of samples depended on the rewards, as it does here)."""
+        (:func:`fit_beta_prior`; biased when the number of samples depended on the rewards, as it does here).
+        ``visit_decay``: ``lam`` in (0, 1], the factor each :meth:`update` first multiplies the prompt's evidence by
+        (the per-visit decay of the module docstring; ``None``: none)."""
         if prior_fit not in PRIOR_FITS:
             raise ValueError(f"prior_fit must be one of {sorted(PRIOR_FITS)} (got {prior_fit!r})")
         if half_life is not None and not (half_life > 0 and math.isfinite(half_life)):
             raise ValueError(f"half_life must be a positive number or None (got {half_life})")
-        if not max_evidence > 0:
-            raise ValueError(f"max_evidence must be positive (got {max_evidence})")
+        if max_evidence is not None and not max_evidence > 0:
+            raise ValueError(f"max_evidence must be positive or None (got {max_evidence})")
         if not (len(prior) == 2 and prior[0] > 0 and prior[1] > 0):
             raise ValueError(f"prior must be two positive numbers (got {prior})")
+        if visit_decay is not None and not 0.0 < visit_decay <= 1.0:
+            raise ValueError(f"visit_decay must be in (0, 1] or None (got {visit_decay})")
         self.half_life = half_life
-        self.max_evidence = float(max_evidence)
+        self.max_evidence = None if max_evidence is None else float(max_evidence)
+        self.visit_decay = visit_decay
         self.prior = (float(prior[0]), float(prior[1]))
         self.empirical_prior = empirical_prior
         self.min_fit_entries = min_fit_entries
@@ -215,14 +226,16 @@ class PassRateMemory:
 
     # -- writing ----------------------------------------------------------------------------------------------------
     def update(self, prompt: Prompt | str, num_positive: float, num_negative: float) -> None:
-        """Add one step's counts (decaying what was there to the current step)."""
+        """Add one step's counts (decaying what was there to the current step, and by ``visit_decay`` when set)."""
         if num_positive < 0 or num_negative < 0:
             raise ValueError(f"counts must be >= 0 (got {num_positive}, {num_negative})")
         key = prompt if isinstance(prompt, str) else prompt_key(prompt)
         pos, neg = self.evidence(key)
+        if self.visit_decay is not None:
+            pos, neg = pos * self.visit_decay, neg * self.visit_decay
         pos, neg = pos + num_positive, neg + num_negative
         total = pos + neg
-        if total > self.max_evidence:
+        if self.max_evidence is not None and total > self.max_evidence:
             pos, neg = pos * self.max_evidence / total, neg * self.max_evidence / total
         self._entries[key] = _Entry(pos, neg, self.step)
 
@@ -231,7 +244,7 @@ class PassRateMemory:
         if not 0.0 <= pass_rate <= 1.0:
             raise ValueError(f"pass_rate must be in [0, 1] (got {pass_rate})")
         key = prompt if isinstance(prompt, str) else prompt_key(prompt)
-        total = min(float(num_samples), self.max_evidence)
+        total = float(num_samples) if self.max_evidence is None else min(float(num_samples), self.max_evidence)
         self._entries[key] = _Entry(pass_rate * total, (1.0 - pass_rate) * total, self.step)
 
     def seed_from_file(self, path: str | Path) -> int:
@@ -278,6 +291,7 @@ class PassRateMemory:
         return {"version": STATE_VERSION, "step": self.step, "half_life": self.half_life,
                 "empirical_prior": self.empirical_prior, "min_fit_entries": self.min_fit_entries,
                 "max_evidence": self.max_evidence, "prior": list(self.prior), "prior_fit": self.prior_fit,
+                "visit_decay": self.visit_decay,
                 "entries": {k: [e.pos, e.neg, e.step] for k, e in self._entries.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -285,7 +299,8 @@ class PassRateMemory:
             raise ValueError(f"pass-rate memory state has version {state.get('version')!r}, expected {STATE_VERSION}")
         self.step = int(state["step"])
         self.half_life = state["half_life"]
-        self.max_evidence = float(state["max_evidence"])
+        self.max_evidence = None if state["max_evidence"] is None else float(state["max_evidence"])
+        self.visit_decay = state.get("visit_decay")  # checkpoints written before the per-visit decay existed
         self.empirical_prior = bool(state["empirical_prior"])
         self.min_fit_entries = int(state["min_fit_entries"])
         self.prior_fit = state.get("prior_fit", "moments")  # checkpoints written before the MLE fit existed

@@ -31,7 +31,7 @@ from reinforce_ada.sampling.scoring import score_outputs
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 __all__ = ["GroupSelector", "PoolSampler", "add_scored", "build_batch", "check_exit", "finish_budget_step",
-           "remember_pools", "score_into_pools", "select_and_build"]
+           "remember_pools", "score_into_pools", "select_and_build", "weigh_advantages"]
 
 
 def add_scored(pool: PromptPool, completion: Completion, reward: float | None, on_failure: str) -> float | None:
@@ -205,6 +205,9 @@ def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: 
     advantages = compute_advantages(cfg.advantage, rewards, index, pool_mean=per_sample("pool_mean"),
                                     pool_std=per_sample("pool_std"), pool_count=pool_count,
                                     normalize_std=cfg.normalize_std, epsilon=cfg.epsilon)
+    grad_metrics: dict[str, float] = {}
+    if cfg.weights_gradient:  # a non-linear objective's weight, paid in the gradient (v3 Sec. 3.2)
+        advantages, grad_metrics = weigh_advantages(advantages, per_sample("pool_mean"), cfg)
     weights = None
     if cfg.importance_weights:
         is_positive = rewards > cfg.positive_threshold
@@ -234,9 +237,31 @@ def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: 
         "num_dropped_unexited": float(num_dropped),
         "num_empty": float(num_empty),
     }
+    metrics.update(grad_metrics)
     for stats in rounds:
         for key in ("num_active", "num_samples", "num_exits", "reward_mean"):
             metrics[f"round_{stats.round}/{key}"] = float(getattr(stats, key))
     return SampledBatch(groups=groups, pools=pools, rounds=rounds, advantages=advantages, weights=weights,
                         num_prompts=num_prompts, num_dropped_unexited=num_dropped, num_empty=num_empty,
                         generation_error=generation_error, metrics=metrics)
+
+
+def weigh_advantages(advantages: np.ndarray, pool_mean: np.ndarray, cfg: SamplerConfig
+                     ) -> tuple[np.ndarray, dict[str, float]]:
+    """Each sample's advantage times its prompt's gradient weight ``w_grad`` (arXiv 2510.04996v3: Alg. 1's
+    ``(r - rbar) / sqrt(rbar + eps)`` for Est; Sec. 3.2's explicit ``1 / p_hat`` for Seq), evaluated at the pool's
+    mean reward clipped to [0, 1] (the pool's pass rate for 0/1 rewards; for graded rewards, the mean reward ``rbar``),
+    capped at ``max_grad_weight``; and its metrics over the samples that carry signal (non-zero advantage):
+    ``grad_weight_mean``, ``grad_weight_max`` and ``grad_weight_capped_fraction``."""
+    from reinforce_ada.core.objectives import grad_weights
+
+    p = np.clip(pool_mean, 0.0, 1.0)  # (S,)
+    uncapped = grad_weights(cfg.objective_in_use, p, sample_share=cfg.sample_share_in_use, eps=cfg.objective_eps,
+                            max_grad_weight=None)
+    w_grad = uncapped if cfg.max_grad_weight is None else np.minimum(uncapped, cfg.max_grad_weight)
+    moving = advantages != 0
+    metrics = {"grad_weight_mean": float(w_grad[moving].mean()) if moving.any() else 0.0,
+               "grad_weight_max": float(w_grad[moving].max()) if moving.any() else 0.0,
+               "grad_weight_capped_fraction": float((uncapped[moving] > w_grad[moving]).mean()) if moving.any()
+               else 0.0}
+    return advantages * w_grad, metrics

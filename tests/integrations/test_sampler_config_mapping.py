@@ -63,3 +63,33 @@ def test_trl_builds_the_sampler_config_from_its_fields(tmp_path):
                                                                         config.seed + 1)
     assert (sampler.unexited, sampler.on_verifier_failure, sampler.budget_skip, sampler.epsilon) == (
         "keep", "zero", False, 1e-4)
+
+
+def test_verl_refuses_est_and_the_objective_by_name():
+    """Est trains on a different number of samples per prompt and verl on exactly rollout.n rows: refused with the
+    reason and what to use instead; so is every other excluded key (not an 'unknown key')."""
+    pytest.importorskip("verl")
+    from reinforce_ada.config import ConfigError
+    from reinforce_ada.integrations.verl.config import sampler_settings
+
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.mode is not taken .*--strategy ada-est"):
+        sampler_settings({"reinforce_ada": {"mode": "est"}})
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.objective is not taken .*standalone trainer"):
+        sampler_settings({"reinforce_ada": {"objective": "log"}})
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.est is not taken"):
+        sampler_settings({"reinforce_ada": {"est": {"decay": 0.5}}})
+
+
+def test_trl_refuses_est_and_the_objective_by_name(tmp_path):
+    pytest.importorskip("trl")
+    from reinforce_ada.config import ConfigError
+    from reinforce_ada.integrations.trl.config import AdaGRPOConfig
+
+    common = dict(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, report_to="none",
+                  use_cpu=True)
+    with pytest.raises(ConfigError, match="mode='est'.*Reinforce-Ada-Est.*--strategy ada-est"):
+        AdaGRPOConfig(mode="est", **common)
+    with pytest.raises(ConfigError, match="objective='log'.*standalone trainer"):
+        AdaGRPOConfig(objective="log", **common)
+    config = AdaGRPOConfig(objective="linear", **common)  # ordinary RL: accepted
+    assert config.sampler_config().objective_in_use == "linear"

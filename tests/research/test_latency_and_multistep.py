@@ -84,15 +84,21 @@ def test_multistep_runs_every_strategy_on_the_same_prompts():
     results = [run_multistep(s, rates, num_epochs=2, batch_size=32, latency=model)
                for s in default_strategies(concurrency=32)]
     assert [r.strategy for r in results] == ["ada-balanced", "stream-fixed", "stream-beta", "stream-beta-mem",
-                                             "stream-priced"]
+                                             "stream-priced", "grpo-n8", "ada-est"]
     for r in results:
         assert r.num_prompts == 2 * 96
         budget = 64 if r.strategy == "stream-priced" else 32
         assert 0 < r.signal_fraction <= 1 and r.total_samples <= budget * r.num_prompts
         assert r.time >= r.batched_time * 0.999 > 0
+        assert 0 <= r.hard_share <= 1
     ada = results[0]
     assert ada.num_cancelled == 0 and ada.total_tokens > 0
     assert results[1].samples_per_prompt < ada.samples_per_prompt  # per-sample exits beat M-sized rounds
+    grpo8, est = results[-2:]
+    assert grpo8.total_samples == est.total_samples == 8 * 2 * 96  # Est spends GRPO-n8's budget exactly
+    assert est.time == pytest.approx(est.batched_time)  # one call per step
+    # the second epoch knows the first: Est moves samples to the prompts that were hard then
+    assert est.hard_share > grpo8.hard_share
 
 
 def test_select_initial_keeps_the_range_and_seeds_memory():

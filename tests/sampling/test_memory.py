@@ -122,3 +122,31 @@ def test_memory_uses_the_chosen_prior_fit_and_checkpoints_it():
     assert mle.prior != moments
     with pytest.raises(ValueError, match="prior_fit"):
         PassRateMemory(prior_fit="median")
+
+
+def test_per_visit_decay_is_the_papers_ada_ema():
+    """v3 Alg. 1: on each visit ``N_pos <- lam N_pos + k_t``, ``N_tot <- lam N_tot + n_t``; ``p_hat = (N_pos + alpha) /
+    (N_tot + alpha + beta)`` -- whatever the steps between visits (no time decay)."""
+    mem = PassRateMemory(half_life=None, max_evidence=None, prior=(1.0, 16.0), empirical_prior=False,
+                         visit_decay=0.9)
+    p = Prompt(0, "q")
+    assert mem.pass_rate(p) == pytest.approx(1 / 17)
+    mem.update(p, 2, 6)  # visit 1: 8 samples, 2 positive
+    mem.advance(5)  # steps pass without a visit: nothing decays
+    assert mem.evidence(p) == pytest.approx((2.0, 6.0))
+    mem.update(p, 4, 0)  # visit 2: 4 samples, 4 positive
+    n_pos, n_tot = 0.9 * 2 + 4, 0.9 * 8 + 4
+    assert sum(mem.evidence(p)) == pytest.approx(n_tot)
+    assert mem.pass_rate(p) == pytest.approx((n_pos + 1) / (n_tot + 1 + 16))
+    clone = PassRateMemory(half_life=8.0)
+    clone.load_state_dict(mem.state_dict())  # the decay and the absent cap come back from a checkpoint
+    assert (clone.visit_decay, clone.max_evidence, clone.half_life) == (0.9, None, None)
+    clone.update(p, 0, 2)
+    mem.update(p, 0, 2)
+    assert clone.evidence(p) == mem.evidence(p)
+
+
+def test_visit_decay_must_be_a_factor():
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="visit_decay"):
+            PassRateMemory(visit_decay=bad)

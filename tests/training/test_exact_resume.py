@@ -1,7 +1,7 @@
 """Exact resume for every setting: a run stopped at a checkpoint and resumed
 ends with the same weights, optimizer and metrics, bit for bit, as the same run left uninterrupted -- with every
 option that holds state: the KL term's reference model, the warm-up schedule, several PPO epochs, the cross-step
-memory, streaming mode and budget mode. Tiny model, four steps: a few seconds each."""
+memory, streaming mode, budget mode, Reinforce-Ada-Est and Seq's explicit weight. Tiny model, four steps: a few seconds each."""
 
 import json
 import shutil
@@ -25,6 +25,8 @@ SETTINGS = {
     "memory": dict(sampler={"memory": {"enabled": True}}),
     "streaming": dict(sampler={"mode": "streaming"}),
     "budget": dict(strategy="ada-budget"),
+    "est": dict(strategy="ada-est"),
+    "seq-log": dict(sampler={"objective": "log"}),
     "all": dict(kl_coef=0.05, warmup_steps=3, ppo_epochs=2, mini_batch_size=8, sampler={"memory": {"enabled": True}}),
 }
 
@@ -59,7 +61,7 @@ def assert_same(a, b, folder_a, folder_b):
     assert a.summary(None)["accuracy_history"] == b.summary(None)["accuracy_history"]
 
 
-@pytest.mark.fault("resume with state-holding settings (KL reference, warmup, PPO epochs, memory, streaming, budget)",
+@pytest.mark.fault("resume with state-holding settings (KL reference, warmup, PPO epochs, memory, streaming, budget, est)",
                    "bit-identical to the uninterrupted run")
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_a_run_killed_at_a_checkpoint_and_resumed_equals_the_uninterrupted_run(tmp_path, name):

@@ -58,9 +58,18 @@ NOT_IN_TRL: dict[str, str] = {
     "budget_min_group": "a setting of budget_skip=True, which TRL cannot use",
     "budget_overdraw": "needs budget_skip=True: TRL trains every prompt it is given",
     "budget_min_signal_rate": "needs budget_skip=True: TRL trains every prompt it is given",
-    "mode": "TRL generates in batches: the round-based sampler only",
+    "mode": "TRL generates in batches: the round-based sampler only. Declared to refuse Reinforce-Ada-Est "
+            "(mode='est') by name: it trains on every sample, a different number per prompt, and TRL trains on exactly "
+            "num_generations completions per prompt; run Est with the standalone trainer (reinforce-ada train "
+            "--strategy ada-est)",
     "streaming": "TRL generates in batches: the round-based sampler only",
     "memory": "budget mode's memory keeps its defaults",
+    "est": "Reinforce-Ada-Est's settings: Est runs in the standalone trainer only (see mode)",
+    "objective": "declared to refuse any objective but 'linear' by name: the non-linear objective's gradient weight is "
+                 "applied by the standalone trainer only (reinforce-ada train --sampler.objective log)",
+    "sample_share": "a setting of objective, which TRL does not apply",
+    "objective_eps": "a setting of objective, which TRL does not apply",
+    "max_grad_weight": "a setting of objective, which TRL does not apply",
 }
 """The :class:`SamplerConfig` fields :class:`AdaGRPOConfig` does not declare under their own name, with why."""
 
@@ -102,6 +111,15 @@ class AdaGRPOConfig(GRPOConfig):
                            "is per generation batch of this process).")
     budget_half_life: float | None = sampler_field("budget_half_life")
     sample_budget_per_step: int | None = sampler_field("sample_budget_per_step")
+    mode: str = field(
+        default="rounds",
+        metadata={"help": "Only 'rounds': " + NOT_IN_TRL["mode"].split(". ", 1)[1] + "."},
+    )
+    objective: str | None = field(
+        default=None,
+        metadata={"help": "Only None or 'linear' (ordinary RL): " + NOT_IN_TRL["objective"].split(": ", 1)[1]
+                          + "."},
+    )
     sampler_seed: int | None = field(
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
@@ -136,6 +154,16 @@ class AdaGRPOConfig(GRPOConfig):
                 f"{self.steps_per_generation} = {local_batch} must be a multiple of num_generations="
                 f"{self.num_generations}: each process samples whole prompts, so it must hold whole groups"
             )
+        if self.mode != "rounds":
+            raise ConfigError(f"mode={self.mode!r}: AdaGRPOConfig runs the round-based sampler only (TRL generates in "
+                              f"batches)" + (". Reinforce-Ada-Est trains on every sample, a different number per "
+                                             "prompt, and TRL trains on exactly num_generations completions per "
+                                             "prompt: run Est with the standalone trainer (reinforce-ada train "
+                                             "--strategy ada-est)" if self.mode == "est" else ""))
+        if self.objective not in (None, "linear"):
+            raise ConfigError(f"objective={self.objective!r}: the non-linear objective's gradient weight is applied by "
+                              f"the standalone trainer only (reinforce-ada train --sampler.objective "
+                              f"{self.objective}); TRL trains on the linear objective")
         self.sampler_config()  # validates the sampling fields now, before any model is loaded
         if self.selection == "all":
             raise ConfigError("selection='all' keeps whole pools of varying size; TRL trains on exactly "

@@ -36,9 +36,17 @@ NOT_IN_VERL: dict[str, str] = {
     "budget_min_group": "a setting of budget_skip=True, which verl cannot use",
     "budget_overdraw": "needs budget_skip=True: verl trains every prompt it hands out",
     "budget_min_signal_rate": "needs budget_skip=True: verl trains every prompt it hands out",
-    "mode": "verl runs the round-based sampler inside its agent loop",
+    "mode": "verl runs the round-based sampler inside its agent loop; Reinforce-Ada-Est (mode='est') trains on every "
+            "sample, a different number per prompt, and verl's trainer takes exactly rollout.n rows per prompt: run "
+            "Est with the standalone trainer (reinforce-ada train --strategy ada-est)",
     "streaming": "verl runs the round-based sampler inside its agent loop",
     "memory": "the rollout keeps its own pass-rate memory for budget mode",
+    "est": "Reinforce-Ada-Est's settings: Est runs in the standalone trainer only (see mode)",
+    "objective": "the non-linear objective's gradient weight is applied by the standalone trainer only (reinforce-ada "
+                 "train --sampler.objective log); this estimator trains on the linear objective",
+    "sample_share": "a setting of objective, which this estimator does not take",
+    "objective_eps": "a setting of objective, which this estimator does not take",
+    "max_grad_weight": "a setting of objective, which this estimator does not take",
 }
 """The :class:`SamplerConfig` fields ``algorithm.reinforce_ada`` does not take, each with the reason."""
 
@@ -87,6 +95,10 @@ def sampler_settings(algorithm: Any) -> dict[str, Any]:
     block = _to_plain(block)
     if not isinstance(block, dict):
         raise ConfigError(f"algorithm.{ESTIMATOR_NAME} must be a mapping (got {type(block).__name__})")
+    excluded = [key for key in block if key in NOT_IN_VERL]
+    if excluded:
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME}.{excluded[0]} is not taken by the verl plugin: "
+                          f"{NOT_IN_VERL[excluded[0]]}")
     unknown = sorted(set(block) - set(SAMPLER_KEYS))
     if unknown:
         raise ConfigError(f"algorithm.{ESTIMATOR_NAME} has unknown key(s) {unknown}; accepted: {list(SAMPLER_KEYS)} "

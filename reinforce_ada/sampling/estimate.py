@@ -1,0 +1,127 @@
+"""Reinforce-Ada-Est (arXiv 2510.04996v3, Algorithm 1): one generation call per step, each prompt's sample count set
+in advance from its remembered pass rate.
+
+Each step, for the step's prompts ``x``:
+
+1. ``p_hat_x = (N_pos + alpha) / (N_tot + alpha + beta)`` from the cross-step memory (the library's
+   :class:`~reinforce_ada.sampling.memory.PassRateMemory` with the Beta(alpha, beta) prior and the per-visit decay
+   ``lam``; an unseen prompt has ``alpha / (alpha + beta)``);
+2. ``N_x`` proportional to the objective's sample weight ``w_sample(p_hat_x)`` -- ``1 / sqrt(p_hat_x + eps)`` under the
+   log objective with ``sample_share = 1/2`` -- clipped to ``[N_min, N_max]`` and summing to ``N_total`` exactly
+   (:func:`~reinforce_ada.core.objectives.allocate_samples`: water-filling, then largest-remainder rounding);
+3. all ``N_x`` samples of every prompt drawn in **one** generation call and scored;
+4. every sample trained on (``selection="all"``: no downsampling), with advantage
+   ``A_i = w_grad(rbar_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
+   ``rbar_x`` is the mean reward of all of the prompt's samples this step (:func:`~reinforce_ada.sampling.pools.build_batch`);
+5. the memory updated with the visit: ``N_tot <- lam N_tot + n_t``, ``N_pos <- lam N_pos + k_t``.
+
+Graded rewards: ``k_t`` counts the samples with ``reward > positive_threshold`` (what ``p_hat`` estimates is the
+chance of a *positive* sample), while ``rbar_x`` is the mean reward itself (clipped to [0, 1] where the gradient weight
+is evaluated). A prompt whose samples all failed to generate keeps its memory as it was; samples the verifier could not
+score count as 0 (``on_verifier_failure="zero"``) or are left out of the pool and the memory (``"drop"``).
+
+Departures from the reference code (the upstream ``hanze`` branch, a one-round variant): none in the formulas above;
+the presets of :mod:`reinforce_ada.research.compare_strategies` reproduce that branch's settings (Beta(1, 16), decay
+0.9, ``1 / p_hat`` in samples, no gradient weight, at least one sample per prompt).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.core.objectives import allocate_samples, allocation_summary, split_weights
+from reinforce_ada.sampling.memory import PassRateMemory
+from reinforce_ada.sampling.pools import PoolSampler, remember_pools, score_into_pools, select_and_build
+from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
+from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
+from reinforce_ada.types import Prompt, PromptPool, SampledBatch
+
+__all__ = ["EstSampler", "P_HAT_BINS", "est_memory"]
+
+logger = logging.getLogger(__name__)
+
+P_HAT_BINS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
+"""The estimated-pass-rate bins of the ``samples_by_p_hat/<lo>-<hi>`` metrics (samples per prompt in each bin)."""
+
+
+def est_memory(config: SamplerConfig) -> PassRateMemory:
+    """Est's memory: prior Beta(``est.prior_alpha``, ``est.prior_beta``), decayed per visit by ``est.decay``, never
+    by time, uncapped, no refitted prior; seeded from ``memory.seed`` (a ``select-prompts`` pass-rate file) when
+    given."""
+    est = config.est
+    memory = PassRateMemory(half_life=None, max_evidence=None, prior=(est.prior_alpha, est.prior_beta),
+                            empirical_prior=False, visit_decay=est.decay)
+    if config.memory.seed:
+        logger.info("seeded Est's pass-rate memory with %d prompts from %s", memory.seed_from_file(config.memory.seed),
+                    config.memory.seed)
+    return memory
+
+
+class EstSampler(PoolSampler):
+    """Reinforce-Ada-Est (see the module docstring); ``config.mode`` must be ``"est"``."""
+
+    def __init__(self, generator: Generator, verifier: Verifier, config: SamplerConfig,
+                 memory: PassRateMemory | None = None):
+        """``memory``: the pass-rate memory to read and update (default: :func:`est_memory`); part of
+        :meth:`state_dict`."""
+        check_backends(generator, verifier)
+        if config.mode != "est":
+            raise ValueError(f"EstSampler runs mode='est' (got mode={config.mode!r})")
+        super().__init__(verifier, config, memory if memory is not None else est_memory(config))
+        self.generator = generator
+
+    def allocate(self, prompts: Sequence[Prompt]) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(N_x, p_hat_x, N_total)`` for the step's prompts, from the memory as it is (steps 1-2)."""
+        cfg = self.config
+        budget = cfg.est.step_budget(len(prompts))
+        p_hat = np.array([self.memory.pass_rate(p) for p in prompts], dtype=np.float64)  # type: ignore[union-attr]
+        if cfg.est.allocation == "variance-optimal":
+            w_sample, _ = split_weights("log", p_hat, sample_share="variance-optimal", eps=cfg.objective_eps)
+        else:
+            w_sample, _ = split_weights(cfg.objective_in_use, p_hat, sample_share=cfg.sample_share_in_use,
+                                        eps=cfg.objective_eps)
+        counts = allocate_samples(w_sample, budget, cfg.est.min_samples, cfg.est.max_samples)
+        return counts, p_hat, budget
+
+    def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
+        cfg = self.config
+        prompts = validate_prompts(prompts)
+        counts, p_hat, budget = self.allocate(prompts)
+        requests = [GenerationRequest(p, int(n)) for p, n in zip(prompts, counts)]
+        pools = {p.prompt_id: PromptPool(p.prompt_id, cfg.positive_threshold) for p in prompts}
+        outputs, num_failed = generate_samples(self.generator, requests, cfg.generation_retries)  # one call
+        stats = score_into_pools(self.verifier, requests, outputs, pools, 1, cfg.on_verifier_failure)
+        for pool in pools.values():  # one call per step: every prompt that drew something is done
+            if pool.count:
+                pool.exit_round = 1
+        stats.num_exits = sum(1 for pool in pools.values() if pool.exited)
+        batch = select_and_build(self.selector, prompts, pools, [stats])
+        batch.metrics["num_failed_samples"] = float(num_failed)
+        batch.metrics["budget"] = float(budget)
+        batch.metrics.update(allocation_summary(counts, p_hat))
+        batch.metrics.update(samples_by_p_hat(counts, p_hat))
+        remember_pools(self.memory, prompts, pools)  # type: ignore[arg-type]
+        batch.metrics["memory_prompts"] = float(len(self.memory))  # type: ignore[arg-type]
+        return batch
+
+
+def samples_by_p_hat(counts: np.ndarray, p_hat: np.ndarray) -> dict[str, float]:
+    """Mean samples per prompt in each :data:`P_HAT_BINS` bin that holds a prompt this step (``plot`` draws them
+    against the estimated pass rate), and the prompts in it.
+
+    >>> samples_by_p_hat(np.array([12, 4]), np.array([0.05, 0.6]))["samples_by_p_hat/0.00-0.10"]
+    12.0
+    """
+    out: dict[str, Any] = {}
+    edges = P_HAT_BINS
+    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
+        last = i == len(edges) - 2
+        inside = (p_hat >= lo) & ((p_hat <= hi) if last else (p_hat < hi))
+        if inside.any():
+            out[f"samples_by_p_hat/{lo:.2f}-{hi:.2f}"] = float(np.asarray(counts)[inside].mean())
+            out[f"prompts_by_p_hat/{lo:.2f}-{hi:.2f}"] = float(inside.sum())
+    return out

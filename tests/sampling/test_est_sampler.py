@@ -1,0 +1,158 @@
+"""Reinforce-Ada-Est (arXiv 2510.04996v3 Alg. 1) on scripted rewards: the allocation from the memory, one generation
+call, every sample trained on, the weighted advantage (with rbar = 0 and 1), the memory's update; and the Seq
+explicit weight (Sec. 3.2) on the round-based sampler."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from reinforce_ada.config import ConfigError, EstConfig, SamplerConfig
+from reinforce_ada.sampling.factory import build_sampler
+from reinforce_ada.sampling.estimate import EstSampler
+from reinforce_ada.sampling.memory import prompt_key
+from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
+
+EPS = 1e-6
+
+
+def est_config(**est) -> SamplerConfig:
+    return SamplerConfig.reinforce_ada_est(est=EstConfig(**est))
+
+
+def test_one_call_every_sample_trained_on_and_the_weighted_advantage():
+    # prompt a: 1 of 4 positive (rbar 0.25); b: all positive (rbar 1); c: none (rbar 0); d: 2 of 4
+    script = {"a": [1, 0, 0, 0], "b": [1, 1, 1, 1], "c": [0, 0, 0, 0], "d": [1, 0, 1, 0]}
+    generator = ScriptedGenerator(script)
+    sampler = build_sampler(est_config(samples_per_prompt=4), generator, ScriptedVerifier())
+    assert isinstance(sampler, EstSampler)
+    batch = sampler.sample(make_prompts("abcd"))
+    assert generator.calls == [[("a", 4), ("b", 4), ("c", 4), ("d", 4)]]  # one call, the even split of an empty memory
+    assert [len(g.completions) for g in batch.groups] == [4, 4, 4, 4]  # no downsampling
+    expected = []
+    for rewards in script.values():
+        rbar = sum(rewards) / len(rewards)
+        expected += [(r - rbar) / math.sqrt(rbar + EPS) for r in rewards]
+    assert batch.advantages.tolist() == pytest.approx(expected)
+    assert batch.advantages[4:12].tolist() == [0.0] * 8  # rbar = 1 and rbar = 0: nothing moves
+    assert batch.metrics["total_samples"] == batch.metrics["budget"] == batch.metrics["alloc_total"] == 16
+    assert batch.metrics["grad_weight_max"] == pytest.approx(1 / math.sqrt(0.25 + EPS))
+
+
+def test_the_memory_moves_the_budget_to_prompts_believed_hard():
+    # "hard" passes 1 in 8; "easy" passes always
+    script = lambda pid, k: float(k % 8 == 0) if pid == "hard" else 1.0  # noqa: E731
+    generator = ScriptedGenerator(script)
+    sampler = build_sampler(est_config(samples_per_prompt=8, min_samples=2, max_samples=14, decay=0.9),
+                            generator, ScriptedVerifier())
+    prompts = make_prompts(["hard", "easy"])
+    sampler.sample(prompts)
+    # after one visit of 8 samples: hard 1/8 -> p_hat = (1 + 1) / (8 + 2); easy 8/8 -> (8 + 1) / (8 + 2)
+    p_hard, p_easy = 2 / 10, 9 / 10
+    assert sampler.memory.pass_rate(prompts[0]) == pytest.approx(p_hard)
+    counts, p_hat, budget = sampler.allocate(prompts)
+    assert p_hat.tolist() == pytest.approx([p_hard, p_easy]) and budget == 16
+    # 1/sqrt(p): 16 in the ratio sqrt(0.9/0.2) = 2.12 : 1 -> 10.87 : 5.13 -> 11 and 5
+    assert counts.tolist() == [11, 5]
+    batch = sampler.sample(prompts)
+    assert generator.calls[-1] == [("hard", 11), ("easy", 5)]
+    assert batch.metrics["alloc_max"] == 11 and batch.metrics["alloc_min"] == 5
+    assert batch.metrics["samples_by_p_hat/0.10-0.25"] == 11 and batch.metrics["samples_by_p_hat/0.75-1.00"] == 5
+    # the second visit decays the first: N_tot = 0.9 * 8 + 11
+    assert sum(sampler.memory.evidence(prompt_key(prompts[0]))) == pytest.approx(0.9 * 8 + 11)
+
+
+def test_graded_rewards_count_positives_by_the_threshold_and_weigh_by_the_mean_reward():
+    script = {"a": [0.9, 0.4, 0.4, 0.3]}  # positives (> 0.5): 1 of 4; mean reward 0.5
+    sampler = build_sampler(est_config(samples_per_prompt=4, min_samples=1), ScriptedGenerator(script),
+                            ScriptedVerifier())
+    batch = sampler.sample(make_prompts("a"))
+    assert sampler.memory.evidence(prompt_key(make_prompts("a")[0])) == pytest.approx((1.0, 3.0))
+    rbar = 0.5
+    assert batch.advantages.tolist() == pytest.approx([(r - rbar) / math.sqrt(rbar + EPS) for r in script["a"]])
+
+
+def test_variance_optimal_allocation_and_its_advantage():
+    script = {"a": [1, 0, 0, 0], "b": [1, 1, 0, 0]}
+    config = SamplerConfig.reinforce_ada_est(est=EstConfig(samples_per_prompt=4, allocation="variance-optimal"))
+    sampler = build_sampler(config, ScriptedGenerator(script), ScriptedVerifier())
+    batch = sampler.sample(make_prompts("ab"))
+    expected = []
+    for rewards in script.values():
+        rbar = sum(rewards) / 4
+        expected += [(r - rbar) / math.sqrt((rbar + EPS) * (1 - rbar + EPS)) for r in rewards]
+    assert batch.advantages.tolist() == pytest.approx(expected)
+
+
+def test_a_step_budget_that_cannot_be_spent_is_refused_before_generation():
+    generator = ScriptedGenerator({})
+    sampler = build_sampler(est_config(budget=100, max_samples=8), generator, ScriptedVerifier())
+    with pytest.raises(ConfigError, match="est.budget = 100 is above 4 prompts x est.max_samples=8 = 32"):
+        sampler.sample(make_prompts("abcd"))
+    assert generator.calls == []
+
+
+def test_est_state_round_trips_through_a_checkpoint_state():
+    script = lambda pid, k: float(k % 3 == 0)  # noqa: E731
+    a = build_sampler(est_config(samples_per_prompt=4), ScriptedGenerator(script), ScriptedVerifier())
+    prompts = make_prompts("abc")
+    a.sample(prompts)
+    b = build_sampler(est_config(samples_per_prompt=4), ScriptedGenerator(script), ScriptedVerifier())
+    b.load_state_dict(a.state_dict())
+    assert np.array_equal(a.allocate(prompts)[0], b.allocate(prompts)[0])
+    assert [b.memory.pass_rate(p) for p in prompts] == [a.memory.pass_rate(p) for p in prompts]
+
+
+# -- the config -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("settings, message", [
+    (dict(mode="est"), "mode='est' draws each prompt's samples in one call"),
+    (dict(est={"decay": 0.5}), "est.* are settings of mode='est'"),
+    (dict(objective="logg"), "unknown objective 'logg'"),
+    (dict(objective="log", sample_share=2.0), "sample_share must be a number in \\[0, 1\\]"),
+    (dict(max_grad_weight=0.5), "max_grad_weight must be >= 1"),
+    (dict(mode="est", exit_rule="once", selection="all", advantage="pool", memory={"half_life": 4.0}),
+     "memory.half_life is not used by mode='est'"),
+    (dict(mode="est", exit_rule="once", selection="all", advantage="pool", normalize_std=True,
+          est={"allocation": "variance-optimal"}), "Appendix B"),
+    (dict(est={"samples_per_prompt": 4, "budget": 64}), "not both"),
+])
+def test_bad_est_and_objective_settings_are_named(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        SamplerConfig(**settings)
+
+
+def test_defaults_follow_the_mode():
+    assert (SamplerConfig().objective_in_use, SamplerConfig().sample_share_in_use) == ("linear", 0.0)
+    assert not SamplerConfig().weights_gradient
+    est = SamplerConfig.reinforce_ada_est()
+    assert (est.objective_in_use, est.sample_share_in_use, est.weights_gradient) == ("log", 0.5, True)
+    # the whole weight in samples (App. C.2's ablation): no gradient weight
+    assert not SamplerConfig.reinforce_ada_est(sample_share=1.0).weights_gradient
+    assert SamplerConfig(objective="log").weights_gradient  # Seq with the explicit 1/p_hat
+
+
+# -- Seq's explicit weight (Sec. 3.2) ---------------------------------------------------------------------------------
+def test_seq_with_the_log_objective_multiplies_each_kept_advantage_by_the_capped_weight():
+    script = {"a": [1, 0, 0, 0, 0, 0, 0, 0], "b": [1, 1, 0, 0]}
+    prompts = make_prompts("ab")
+    config = dict(samples_per_round=4, max_rounds=2, group_size=4, exit_rule="positive", seed=3)
+    plain = build_sampler(SamplerConfig(**config), ScriptedGenerator(script), ScriptedVerifier()).sample(prompts)
+    weighted = build_sampler(SamplerConfig(objective="log", **config), ScriptedGenerator(script),
+                             ScriptedVerifier()).sample(prompts)
+    # same draws and groups; the advantages times min(1 / (p_pool + eps), 8): a's pool is 1 of 4 (exits at the first
+    # positive), b's 2 of 4
+    p_pool = np.repeat([g.pool_mean for g in plain.groups], [len(g.completions) for g in plain.groups])
+    weight = np.minimum(1 / (p_pool + EPS), 8.0)
+    assert weighted.advantages.tolist() == pytest.approx((plain.advantages * weight).tolist())
+    assert "grad_weight_mean" in weighted.metrics and "grad_weight_mean" not in plain.metrics
+
+
+def test_the_cap_binds_for_a_rare_success():
+    script = {"a": [0] * 15 + [1]}  # one success in 16: 1/p = 16, capped at 8
+    config = SamplerConfig(samples_per_round=16, max_rounds=1, group_size=16, objective="log", selection="all")
+    batch = build_sampler(config, ScriptedGenerator(script), ScriptedVerifier()).sample(make_prompts("a"))
+    plain = np.array([r - 1 / 16 for r in script["a"]])
+    assert batch.advantages.tolist() == pytest.approx((plain * 8.0).tolist())
+    assert batch.metrics["grad_weight_capped_fraction"] == 1.0

@@ -1,0 +1,78 @@
+"""``strategy="ada-est"`` in the trainer: the allocation's metrics, its memory across recurring prompts, exact resume
+with that memory, and the settings refused before anything loads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from reinforce_ada.config import ConfigError, TrainConfig
+from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+from reinforce_ada.training import Trainer
+from trainer_fixtures import addition_prompts, digit_verifier, small_config
+
+
+def recurring_parts():
+    """Four training prompts and a batch of four: every step revisits all of them, so the memory moves."""
+    return dict(model=build_tiny_model(seed=0), tokenizer=build_char_tokenizer(), train_prompts=addition_prompts(4, 1),
+                eval_prompts=addition_prompts(8, 2), verifier=digit_verifier)
+
+
+def records(folder):
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def train(folder, steps, **overrides):
+    trainer = Trainer(small_config(folder, strategy="ada-est", max_steps=steps, save_steps=2, eval_steps=2,
+                                   **overrides), **recurring_parts())
+    trainer.train()
+    return trainer
+
+
+def test_est_logs_its_allocation_and_spends_the_budget_exactly(tmp_path):
+    before = {k: v.clone() for k, v in build_tiny_model(seed=0).state_dict().items()}
+    trainer = train(tmp_path / "run", 4, sampler={"est": {"min_samples": 2, "max_samples": 16}})
+    steps = [r for r in records(tmp_path / "run") if "sampling/budget" in r]
+    assert len(steps) == 4
+    for r in steps:
+        assert r["sampling/total_samples"] == r["sampling/alloc_total"] == r["sampling/budget"] == 8 * 4
+        assert 2 <= r["sampling/alloc_min"] <= r["sampling/alloc_mean"] <= r["sampling/alloc_max"] <= 16
+        assert r["train/num_sequences"] == 32  # every sample trained on
+    assert steps[0]["sampling/p_hat_q50"] == 0.5  # the empty memory: the prior's mean, an even split
+    assert steps[0]["sampling/alloc_min"] == steps[0]["sampling/alloc_max"] == 8
+    assert any(r["sampling/alloc_max"] > r["sampling/alloc_min"] for r in steps[1:])  # the memory moved samples
+    assert trainer.sampler.memory.visit_decay == 0.9 and len(trainer.sampler.memory) == 4
+    after = trainer.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_an_est_run_killed_at_a_checkpoint_and_resumed_equals_the_uninterrupted_run(tmp_path):
+    whole = train(tmp_path / "whole", 6)
+    shutil.copytree(tmp_path / "whole", tmp_path / "cut")
+    for name in ("checkpoint-4", "checkpoint-6", "summary.json"):
+        path = tmp_path / "cut" / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    resumed = Trainer(small_config(tmp_path / "cut", strategy="ada-est", max_steps=6, save_steps=2, eval_steps=2,
+                                   resume=True), **recurring_parts())
+    resumed.train()
+    for (name, x), (_, y) in zip(whole.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(x, y), f"{name} differs"
+    keep = lambda r: {k: v for k, v in r.items() if not k.startswith("time/")}  # noqa: E731
+    assert [keep(r) for r in records(tmp_path / "whole")] == [keep(r) for r in records(tmp_path / "cut")]
+    assert resumed.sampler.memory.state_dict() == whole.sampler.memory.state_dict()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(strategy="ada-balanced", sampler={"mode": "est"}), "sampler.mode='est' is strategy='ada-est'"),
+    (dict(strategy="dapo", sampler={"objective": "log"}), "not applied by strategy='dapo'"),
+    (dict(strategy="ada-est", batch_size=4, sampler={"est": {"max_samples": 4}}),
+     "above 4 prompts x est.max_samples=4 = 16"),
+    (dict(strategy="ada-est", sampler={"selection": "balanced"}), "contradicts strategy='ada-est'"),
+    (dict(strategy="grpo", sampler={"est": {"decay": 0.5}}), "est.\\* are settings of mode='est'"),
+])
+def test_settings_est_cannot_run_are_refused_by_name(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**{**dict(model="tiny", output_dir=str(tmp_path / "r")), **overrides})
