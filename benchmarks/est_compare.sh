@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Reinforce-Ada-Est (arXiv 2510.04996v3 Alg. 1) against GRPO-n8 -- the budget it is built to match -- plus GRPO-n4 and
+# Ada-balanced (the paper's Seq), with `reinforce-ada compare` on four CPU beds. docs/benchmarks.md reports the results
+# ("Reinforce-Ada-Est against GRPO-n8").
+#
+# The grid, fixed before any of these runs (2026-12-05, 04:36 UTC, committed with this script):
+#   strategies  grpo, grpo-n8, ada-est, ada-balanced (compare's named strategies; ada-est at its defaults: log
+#               objective, sample_share 1/2, 8 x prompts samples per step in [2, 32] per prompt, decay 0.9, Beta(1, 1))
+#   baseline    grpo-n8 (the paper's comparison: Est draws GRPO-n8's samples); best lr of every strategy: highest mean
+#               held-out accuracy at the baseline's generated tokens (compare's rule `tokens`), the baseline's own by
+#               final accuracy. The same runs are then re-reported against grpo (GRPO-n4's tokens) with --report-only.
+#   recurring   512 prompts of 2-digit addition (--task-train-prompts 512, drawn per seed), 32 per step, 320 steps =
+#               20 epochs (Est needs prompts that come back); lr 5e-4 and 1e-3 (the last recurring grid's best, 5e-4, was
+#               its highest); seeds 0-4; held-out every 32 steps.
+#   filtered    the paper's data step on the same model: 2048 addition prompts, 16 samples each under the shipped start
+#               model (select-prompts), prompts at 0/16 and above 6/16 (> 0.375) dropped, the first 512 kept
+#               (benchmarks/results/est_filtered/, made by `bash benchmarks/est_compare.sh make-filtered`); 200 test-split
+#               prompts held out; otherwise as `recurring`.
+#   addition, mixed   the built-in tasks as the README's demo draws them (prompts rarely recur: Est's memory has little
+#               to go on), 40 steps, held-out every 4 steps, lr 2.5e-4, 5e-4 and 1e-3, seeds 0-4.
+#   Every bed: --num-threads 1 --parallel 2 (two runs at a time on the 2-core machine, queued across strategies).
+#
+# Usage: bash benchmarks/est_compare.sh BED [--report-only]   (BED: recurring, filtered, addition, mixed,
+#        make-filtered); results in runs/compare/est-BED/ (report against grpo-n8) and runs/compare/est-BED-vs-grpo/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bed="${1:?usage: bash benchmarks/est_compare.sh recurring|filtered|addition|mixed|make-filtered [--report-only]}"
+shift
+STRATEGIES=(grpo grpo-n8 ada-est ada-balanced)
+SEEDS=(0 1 2 3 4)
+FILTERED=benchmarks/results/est_filtered
+START_MODEL=reinforce_ada/models/start_models/arithmetic
+
+case "$bed" in
+    make-filtered)
+        mkdir -p "$FILTERED"
+        python - "$FILTERED" <<'EOF'
+import json, sys
+from reinforce_ada.data.tasks import get_task
+
+task, out = get_task("arithmetic"), sys.argv[1]
+for name, prompts in (("pool", task.prompts(2048, 0, "train")), ("heldout", task.prompts(200, 0, "test"))):
+    with open(f"{out}/{name}.jsonl", "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"id": p.prompt_id, "prompt": p.prompt, "answer": p.answer}) + "\n")
+EOF
+        reinforce-ada select-prompts --model "$START_MODEL" --data "$FILTERED/pool.jsonl" --verifier arithmetic -k 16 \
+            --min 0.0625 --max 0.375 --max-new-tokens 8 --no-chat-template --seed 0 --out "$FILTERED/kept.jsonl" \
+            --pass-rates "$FILTERED/pass_rates.jsonl" --overwrite
+        head -n 512 "$FILTERED/kept.jsonl" > "$FILTERED/train512.jsonl"
+        rm "$FILTERED/pool.jsonl" "$FILTERED/kept.jsonl"
+        exit 0 ;;
+    recurring) options=(--task arithmetic --task-train-prompts 512 --lrs 5e-4 1e-3 --max-steps 320 --eval-steps 32) ;;
+    filtered) options=(--model "$START_MODEL" --data "$FILTERED/train512.jsonl" --eval-data "$FILTERED/heldout.jsonl"
+                       --verifier arithmetic --max-new-tokens 8 --batch-size 32 --eval-prompts 200 --eval-samples 4
+                       --use-chat-template false --lrs 5e-4 1e-3 --max-steps 320 --eval-steps 32) ;;
+    addition) options=(--task arithmetic --lrs 2.5e-4 5e-4 1e-3 --max-steps 40 --eval-steps 4) ;;
+    mixed) options=(--task arithmetic-mixed --lrs 2.5e-4 5e-4 1e-3 --max-steps 40 --eval-steps 4) ;;
+    *) echo "unknown bed $bed" >&2; exit 2 ;;
+esac
+out="runs/compare/est-$bed"
+reinforce-ada compare --strategies "${STRATEGIES[@]}" --seeds "${SEEDS[@]}" --baseline grpo-n8 "${options[@]}" \
+    --num-threads 1 --parallel 2 --out "$out" "$@"
+# The same runs against GRPO-n4: a second comparison folder whose runs are links to these (compare.json fixes the
+# baseline of a folder, so the re-report gets a folder of its own).
+vs="$out-vs-grpo"
+mkdir -p "$vs"
+for run in "$out"/*/; do ln -sfn "$(realpath "$run")" "$vs/$(basename "$run")"; done
+cp "$out/runs.jsonl" "$vs/"
+python -c "import json, sys; m = json.load(open(sys.argv[1])); m['baseline'] = 'grpo'; open(sys.argv[2], 'w').write(json.dumps(m, indent=2) + '\n')" \
+    "$out/compare.json" "$vs/compare.json"
+reinforce-ada compare --strategies "${STRATEGIES[@]}" --seeds "${SEEDS[@]}" --baseline grpo "${options[@]}" \
+    --num-threads 1 --parallel 2 --out "$vs" --report-only
