@@ -29,7 +29,8 @@ from reinforce_ada.config.train import TrainConfig
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["FALSE_SPELLINGS", "MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS",
-           "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "EstConfig", "MemoryConfig", "SamplerConfig", "StreamingConfig",
+           "TRUE_SPELLINGS", "ConfigError", "DynamicSamplingConfig", "EstConfig", "MemoryConfig", "SamplerConfig",
+           "StreamingConfig",
            "TrainConfig",
            "add_config_arguments", "check_field_types", "config_settings", "field_docs", "flat_aliases", "load_config",
            "model_kind",

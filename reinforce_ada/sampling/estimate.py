@@ -12,7 +12,8 @@ Each step, for the step's prompts ``x``:
 3. all ``N_x`` samples of every prompt drawn in **one** generation call and scored;
 4. every sample trained on (``selection="all"``: no downsampling), with advantage
    ``A_i = w_grad(rbar_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
-   ``rbar_x`` is the mean reward of all of the prompt's samples this step (:func:`~reinforce_ada.sampling.pools.build_batch`);
+   ``rbar_x`` is the mean reward of all of the prompt's samples this step
+   (:func:`~reinforce_ada.sampling.pools.build_batch`);
 5. the memory updated with the visit: ``N_tot <- lam N_tot + n_t``, ``N_pos <- lam N_pos + k_t``.
 
 Graded rewards: ``k_t`` counts the samples with ``reward > positive_threshold`` (what ``p_hat`` estimates is the
