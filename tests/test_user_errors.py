@@ -205,7 +205,8 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
 
 
 @pytest.mark.fault("a usage error: a value of the wrong type (train --learning-rate abc), a mistyped option at the "
-                   "top level or in a subcommand (train --max-step 5, --verbos), a mistyped subcommand",
+                   "top level or in a subcommand (train --max-step 5, --verbos), a mistyped subcommand, a second "
+                   "value for an option that takes one (compare --seed 0 1: said nothing of --seeds)",
                    "exit 2, one line naming the option and value, with the closest spelling (it printed train's "
                    "101-line usage, or the top-level usage with no suggestion)")
 @pytest.mark.parametrize("argv, line", [
@@ -223,6 +224,12 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
      "simulate --help)"),
     (["eval", "run", "--kk", "3"],
      "reinforce-ada eval: error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+    (["compare", "--seed", "0", "1", "--strategies", "grpo", "--lrs", "1e-3"],
+     "reinforce-ada compare: error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
+     "reinforce-ada compare --help)"),
+    (["train", "--max-steps", "3", "4"],
+     "reinforce-ada train: error: unrecognized arguments: 4 (--max-steps takes one value) (see reinforce-ada train "
+     "--help)"),
     (["trian"],
      "reinforce-ada: error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
      "select-prompts, simulate-multistep, compare); did you mean 'train'? (see reinforce-ada --help)"),
