@@ -93,7 +93,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")  # the one prefix: as main's own errors
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102
         parsed, extras = self.parse_known_args(args, namespace)

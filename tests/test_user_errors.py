@@ -211,27 +211,27 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
                    "101-line usage, or the top-level usage with no suggestion)")
 @pytest.mark.parametrize("argv, line", [
     (["train", "--learning-rate", "abc"],
-     "reinforce-ada train: error: argument --learning-rate: invalid float value: 'abc' (see reinforce-ada train "
+     "error: argument --learning-rate: invalid float value: 'abc' (see reinforce-ada train "
      "--help)"),
     (["train", "--max-step", "5"],
-     "reinforce-ada train: error: unrecognized arguments: --max-step 5 (did you mean --max-steps?) (see reinforce-ada "
+     "error: unrecognized arguments: --max-step 5 (did you mean --max-steps?) (see reinforce-ada "
      "train --help)"),
     (["train", "--sampler.group-sise", "3"],
-     "reinforce-ada train: error: unrecognized arguments: --sampler.group-sise 3 (did you mean "
+     "error: unrecognized arguments: --sampler.group-sise 3 (did you mean "
      "--sampler.group-size?) (see reinforce-ada train --help)"),
     (["--verbos", "simulate"],
-     "reinforce-ada simulate: error: unrecognized arguments: --verbos (did you mean --verbose?) (see reinforce-ada "
+     "error: unrecognized arguments: --verbos (did you mean --verbose?) (see reinforce-ada "
      "simulate --help)"),
     (["eval", "run", "--kk", "3"],
-     "reinforce-ada eval: error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+     "error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
     (["compare", "--seed", "0", "1", "--strategies", "grpo", "--lrs", "1e-3"],
-     "reinforce-ada compare: error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
+     "error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
      "reinforce-ada compare --help)"),
     (["train", "--max-steps", "3", "4"],
-     "reinforce-ada train: error: unrecognized arguments: 4 (--max-steps takes one value) (see reinforce-ada train "
+     "error: unrecognized arguments: 4 (--max-steps takes one value) (see reinforce-ada train "
      "--help)"),
     (["trian"],
-     "reinforce-ada: error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
+     "error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
      "select-prompts, simulate-multistep, compare); did you mean 'train'? (see reinforce-ada --help)"),
 ])
 def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(capsys, no_trainer, argv, line):
@@ -239,6 +239,19 @@ def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(c
         cli.main(argv)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines() == [line]
+
+
+@pytest.mark.fault("a mistyped choice of a config field (train --strategy grop)",
+                   "exit 2, one line under the prefix every error has, the choices and the closest one (it offered "
+                   "'(or a callable)', which no command line can give, under another prefix than argparse's)")
+def test_a_mistyped_choice_names_the_choices_and_the_closest_under_the_one_prefix(capsys, no_trainer):
+    assert cli.main(["train", "--strategy", "grop"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: strategy='grop' is not one of ada-balanced, ada-positive, ada-mixed, ada-budget, grpo, dapo; did you "
+        "mean 'grpo'?"]
+    with pytest.raises(ConfigError, match=r"exit_rule='balancd' is not one of .* \(or, from Python, a callable\); "
+                                          r"did you mean 'balanced'\?"):
+        SamplerConfig(exit_rule="balancd")
 
 
 def test_every_subcommand_parser_refuses_abbreviations():
