@@ -104,7 +104,7 @@ def _grid_from_arguments(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from reinforce_ada.commands.cpu_numerics import pin_portable_numerics, runs_portable
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.research.compare import run_comparison
 
     grid = _grid_from_arguments(args)

@@ -164,6 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     if args.num_samples <= 0:
@@ -186,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     source = model_from_arguments(args, required=False)
+    model = "tiny" if args.tiny else source.config.model if source is not None and source.config is not None else ""
+    if not args.base_url and runs_portable({"model": model, "generator": args.generator}):
+        pin_portable_numerics()  # the tiny model's numbers the same on every x86 CPU, as it trains
     settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
     out, pass_rates = _outputs(args, source)
     data = _data_source(args, source)

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from reinforce_ada.commands.cpu_numerics import PORTABLE_NUMERICS, pin_portable_numerics, runs_portable
+from reinforce_ada.cpu_numerics import PORTABLE_NUMERICS, pin_portable_numerics, runs_portable
 
 _PROBE = """
 import json, sys
@@ -21,18 +21,24 @@ print(json.dumps({"code": code, "capability": torch.backends.cpu.get_cpu_capabil
 """
 
 
-def _train_in_fresh_process(tmp_path, *options: str, env: dict | None = None) -> dict:
+def _in_fresh_process(*argv: str, env: dict | None = None) -> dict:
     environ = {k: v for k, v in os.environ.items() if k not in PORTABLE_NUMERICS}
     environ.update(env or {}, HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-c", _PROBE, "train", "--max-steps", "1", "--eval-prompts", "4", "--batch-size", "4",
-               "--output-dir", str(tmp_path / "run"), *options]
-    done = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", _PROBE, *argv], env=environ, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_tiny_model_trains_on_the_portable_kernels_whatever_the_cpu(tmp_path):
+def _train_in_fresh_process(tmp_path, *options: str, env: dict | None = None) -> dict:
+    return _in_fresh_process("train", "--max-steps", "1", "--eval-prompts", "4", "--batch-size", "4", "--output-dir",
+                             str(tmp_path / "run"), *options, env=env)
+
+
+def test_the_tiny_model_trains_and_evaluates_on_the_portable_kernels_whatever_the_cpu(tmp_path):
     probe = _train_in_fresh_process(tmp_path)
+    assert probe == {"code": 0, "capability": "DEFAULT", "mkl_cbwr": "COMPATIBLE"}
+    probe = _in_fresh_process("eval", str(tmp_path / "run"), "--k", "1", "--json")
     assert probe == {"code": 0, "capability": "DEFAULT", "mkl_cbwr": "COMPATIBLE"}
 
 
