@@ -112,6 +112,9 @@ SELECT_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "use_chat_templat
 DEFAULT_TIMEOUT_S = 600.0
 """``--base-url``: the most one HTTP request may take unless ``--timeout`` says."""
 
+DEFAULT_DEAD_AFTER_S = 60.0
+"""``--base-url``: seconds of silence after which the server is dead, as ``train``'s ``server_dead_after``."""
+
 TASK_PROMPTS = 256
 """How many prompts of a task's train split ``--data task:NAME`` draws unless ``--limit`` says."""
 
@@ -124,7 +127,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, required=False)
     p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
     p.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
-    p.add_argument("--served-model", default="default", help="model name to send to the server")
+    p.add_argument("--served-model", default=None,
+                   help="--base-url: the model name to send to the server (default: the one it lists)")
+    p.add_argument("--server-dead-after", type=float, default=DEFAULT_DEAD_AFTER_S, metavar="SECONDS",
+                   help="--base-url: seconds without any answer from the server (to /v1/models at the start, to a "
+                        "request or a /health probe) after which it is dead and the command stops, exit 3 "
+                        "(default: %(default)g)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help=f"--base-url: the most one request may take, connecting and reading the whole answer "
                         f"included (default: {DEFAULT_TIMEOUT_S:g})")
@@ -184,6 +192,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.timeout is not None and not args.base_url:
         raise UsageError("--timeout bounds the requests to --base-url's server; give it with --base-url")
+    if args.base_url:
+        from reinforce_ada.generation.openai_server import check_base_url
+
+        check_base_url(args.base_url, "--base-url")
+    if not args.server_dead_after > 0:
+        raise UsageError(f"--server-dead-after must be a positive number of seconds, got {args.server_dead_after}")
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     source = model_from_arguments(args, required=False)
@@ -295,12 +309,16 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 
 def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], settings: dict) -> Generator:
     """The generator for the chosen model, after checking that every prompt of ``fit`` fits its context."""
-    if args.base_url:
+    if args.base_url:  # asked for its model first: a server that answers nothing is named in --server-dead-after s
         from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
+        from reinforce_ada.generation.server import served_model_name
 
-        return OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=settings["max_new_tokens"],
+        name = served_model_name(args.base_url, args.served_model, timeout_s=args.server_dead_after)
+        print(f"model: {name} served at {args.base_url}")
+        return OpenAICompletionsEngine(args.base_url, name, max_tokens=settings["max_new_tokens"],
                                        temperature=settings["temperature"], seed=settings["seed"],
-                                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, max_attempts=args.retries + 1)
+                                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, max_attempts=args.retries + 1,
+                                       dead_after_s=args.server_dead_after)
     if args.tiny:
         from reinforce_ada.generation.hf import HFGenerator
         from reinforce_ada.generation.local import check_fit
