@@ -643,6 +643,27 @@ def test_select_prompts_refuses_bad_prompts_before_generating(prompts, error, me
     assert message in str(caught.value)
 
 
+@pytest.mark.fault("select-prompts given a prompt file whose ids two rows share (given twice, or given and a row's "
+                   "implicit line number) or whose id is a list",
+                   "exit 2, one line naming the file, line and id, before any model loads (it was a ValueError or "
+                   "TypeError traceback, exit 1)")
+@pytest.mark.parametrize("rows, line", [
+    ([{"id": 1, "prompt": "1+1=", "answer": "2"}, {"id": 1, "prompt": "1+2=", "answer": "3"}],
+     "p.jsonl:2: id 1 (its id) is also the id of line 1 (its id); every prompt needs its own id (a row without one "
+     "gets its 0-based line number)"),
+    ([{"prompt": "1+1=", "answer": "2"}, {"id": 0, "prompt": "1+2=", "answer": "3"}],
+     "p.jsonl:2: id 0 (its id) is also the id of line 1 (its line number, as it has no id); every prompt needs its own "
+     "id (a row without one gets its 0-based line number)"),
+    ([{"id": [1], "prompt": "1+1=", "answer": "2"}], "p.jsonl:1: id [1] is a list; give a string or an integer"),
+])
+def test_select_prompts_names_an_id_two_rows_share_or_of_another_kind(tmp_path, capsys, monkeypatch, rows, line):
+    write_jsonl(tmp_path / "p.jsonl", rows)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["select-prompts", "--tiny", "--data", "p.jsonl", "--out", "o.jsonl", "-k", "1",
+                     "--max-new-tokens", "4"])
+    assert code == 2 and one_error_line(capsys.readouterr().err) == f"error: {line}"
+
+
 @pytest.mark.fault("select-prompts given a prompt file with an empty or whitespace-only prompt",
                    "DataError naming file and line before any generation: `FILE:LINE: the prompt is empty ...`")
 def test_select_prompts_names_an_empty_prompt_line(tmp_path):

@@ -87,12 +87,26 @@ def write_pass_rates(path: str | Path, estimates: list[PassRateEstimate]) -> Non
 
 
 def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
-    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``.
-    Rows without an answer are refused, naming them, as ``train`` and ``eval`` refuse them: every one of their
-    samples would score as a failure, and their pass rate 0 would be made up."""
+    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id`` (a
+    string or an integer; a row without one gets its 0-based line number). Rows without an answer are refused, naming
+    them, as ``train`` and ``eval`` refuse them: every one of their samples would score as a failure, and their pass
+    rate 0 would be made up; so is an id of another kind, or one two rows share (given, or given and a line number),
+    as their pass rates would be written under one id."""
     out = []
     rows, lines = read_jsonl(path)
     check_answers(path, rows, "answer", lambda index: f"row {index} (line {lines[index]})")
+    seen: dict[object, int] = {}
+    for index, (row, line_number) in enumerate(zip(rows, lines)):
+        prompt_id = row.get("id", line_number - 1)
+        if isinstance(prompt_id, bool) or not isinstance(prompt_id, (str, int)):
+            raise DataError(f"{path}:{line_number}: id {prompt_id!r} is a {type(prompt_id).__name__}; give a string "
+                            f"or an integer")
+        if prompt_id in seen:
+            how = lambda i: "its id" if "id" in rows[i] else "its line number, as it has no id"  # noqa: E731
+            raise DataError(f"{path}:{line_number}: id {prompt_id!r} ({how(index)}) is also the id of line "
+                            f"{lines[seen[prompt_id]]} ({how(seen[prompt_id])}); every prompt needs its own id "
+                            f"(a row without one gets its 0-based line number)")
+        seen[prompt_id] = index
     for row, line_number in zip(rows, lines):
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
