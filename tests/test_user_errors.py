@@ -596,7 +596,8 @@ def test_seeds_at_the_ends_of_the_range_are_accepted():
 
 
 @pytest.mark.fault("simulate / simulate-multistep given a NaN Beta parameter, a seed numpy refuses, an absurd prompt "
-                   "count or zero concurrency", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
+                   "count, zero concurrency, a negative --length-median or a zero --half-life (these two were "
+                   "ValueError tracebacks)", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
 @pytest.mark.parametrize("argv, message", [
     (["simulate", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
     (["simulate", "--dist", "beta:inf,2"], "Beta parameters must be positive finite numbers"),
@@ -607,6 +608,9 @@ def test_seeds_at_the_ends_of_the_range_are_accepted():
     (["simulate-multistep", "--concurrency", "0"], "--concurrency must be a positive integer (got 0)"),
     (["simulate-multistep", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
     (["simulate-multistep", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate-multistep", "--length-median", "-5"], "--length-median must be a positive number (got -5.0)"),
+    (["simulate-multistep", "--half-life", "0"], "--half-life must be a positive number (got 0.0)"),
+    (["simulate-multistep", "--skip-below", "-1"], "skip_below must be in [0, 1] (got -1.0)"),
 ])
 def test_simulate_inputs_out_of_range_are_one_line(capsys, argv, message):
     code, err = run(capsys, *argv)
