@@ -93,13 +93,15 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")  # the one prefix: as main's own errors
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:  # named by the parser they were given to: the subcommand's, when one was chosen
             parser = self._subcommand_parsers().get(getattr(parsed, "command", None), self)
-            parser.error(f"unrecognized arguments: {' '.join(extras)}{_closest_option(extras, parser, self)}")
+            hint = (_closest_option(extras, parser, self)
+                    or _stray_value(extras, sys.argv[1:] if args is None else list(args), parser))
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
     def _subcommand_parsers(self) -> dict[str, "_Parser"]:
@@ -128,6 +130,25 @@ def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str
             if close:
                 return f" (did you mean {close[0]}?)"
     return ""
+
+
+def _stray_value(extras: list[str], argv: list[str], parser: argparse.ArgumentParser) -> str:
+    """`` (--seed takes one value; did you mean --seeds?)`` when the first unknown word that is not an option
+    follows an option that takes one value: the word was meant as its second value. The option that takes several
+    values with the closest spelling is named when there is one; empty when the word follows no such option."""
+    import difflib
+
+    stray = next((extra for extra in extras if not extra.startswith("-")), None)
+    if stray is None or stray not in argv:
+        return ""
+    before = argv[:argv.index(stray)]
+    option = next((word.partition("=")[0] for word in reversed(before) if word.startswith("-")), None)
+    action = parser._option_string_actions.get(option) if option else None
+    if action is None or action.nargs not in (None, "?") or not action.option_strings:
+        return ""
+    several = [name for other in parser._actions if other.nargs in ("+", "*") for name in other.option_strings]
+    close = difflib.get_close_matches(option, several, n=1)
+    return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -205,26 +205,33 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
 
 
 @pytest.mark.fault("a usage error: a value of the wrong type (train --learning-rate abc), a mistyped option at the "
-                   "top level or in a subcommand (train --max-step 5, --verbos), a mistyped subcommand",
+                   "top level or in a subcommand (train --max-step 5, --verbos), a mistyped subcommand, a second "
+                   "value for an option that takes one (compare --seed 0 1: said nothing of --seeds)",
                    "exit 2, one line naming the option and value, with the closest spelling (it printed train's "
                    "101-line usage, or the top-level usage with no suggestion)")
 @pytest.mark.parametrize("argv, line", [
     (["train", "--learning-rate", "abc"],
-     "reinforce-ada train: error: argument --learning-rate: invalid float value: 'abc' (see reinforce-ada train "
+     "error: argument --learning-rate: invalid float value: 'abc' (see reinforce-ada train "
      "--help)"),
     (["train", "--max-step", "5"],
-     "reinforce-ada train: error: unrecognized arguments: --max-step 5 (did you mean --max-steps?) (see reinforce-ada "
+     "error: unrecognized arguments: --max-step 5 (did you mean --max-steps?) (see reinforce-ada "
      "train --help)"),
     (["train", "--sampler.group-sise", "3"],
-     "reinforce-ada train: error: unrecognized arguments: --sampler.group-sise 3 (did you mean "
+     "error: unrecognized arguments: --sampler.group-sise 3 (did you mean "
      "--sampler.group-size?) (see reinforce-ada train --help)"),
     (["--verbos", "simulate"],
-     "reinforce-ada simulate: error: unrecognized arguments: --verbos (did you mean --verbose?) (see reinforce-ada "
+     "error: unrecognized arguments: --verbos (did you mean --verbose?) (see reinforce-ada "
      "simulate --help)"),
     (["eval", "run", "--kk", "3"],
-     "reinforce-ada eval: error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+     "error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+    (["compare", "--seed", "0", "1", "--strategies", "grpo", "--lrs", "1e-3"],
+     "error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
+     "reinforce-ada compare --help)"),
+    (["train", "--max-steps", "3", "4"],
+     "error: unrecognized arguments: 4 (--max-steps takes one value) (see reinforce-ada train "
+     "--help)"),
     (["trian"],
-     "reinforce-ada: error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
+     "error: argument command: invalid choice: 'trian' (choose from train, simulate, plot, eval, "
      "select-prompts, simulate-multistep, compare); did you mean 'train'? (see reinforce-ada --help)"),
 ])
 def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(capsys, no_trainer, argv, line):
@@ -232,6 +239,19 @@ def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(c
         cli.main(argv)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines() == [line]
+
+
+@pytest.mark.fault("a mistyped choice of a config field (train --strategy grop)",
+                   "exit 2, one line under the prefix every error has, the choices and the closest one (it offered "
+                   "'(or a callable)', which no command line can give, under another prefix than argparse's)")
+def test_a_mistyped_choice_names_the_choices_and_the_closest_under_the_one_prefix(capsys, no_trainer):
+    assert cli.main(["train", "--strategy", "grop"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: strategy='grop' is not one of ada-balanced, ada-positive, ada-mixed, ada-budget, grpo, dapo; did you "
+        "mean 'grpo'?"]
+    with pytest.raises(ConfigError, match=r"exit_rule='balancd' is not one of .* \(or, from Python, a callable\); "
+                                          r"did you mean 'balanced'\?"):
+        SamplerConfig(exit_rule="balancd")
 
 
 def test_every_subcommand_parser_refuses_abbreviations():
@@ -576,7 +596,8 @@ def test_seeds_at_the_ends_of_the_range_are_accepted():
 
 
 @pytest.mark.fault("simulate / simulate-multistep given a NaN Beta parameter, a seed numpy refuses, an absurd prompt "
-                   "count or zero concurrency", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
+                   "count, zero concurrency, a negative --length-median or a zero --half-life (these two were "
+                   "ValueError tracebacks)", "exit 2 before simulating: `error: --NAME must be ... (got VALUE)`")
 @pytest.mark.parametrize("argv, message", [
     (["simulate", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
     (["simulate", "--dist", "beta:inf,2"], "Beta parameters must be positive finite numbers"),
@@ -587,6 +608,9 @@ def test_seeds_at_the_ends_of_the_range_are_accepted():
     (["simulate-multistep", "--concurrency", "0"], "--concurrency must be a positive integer (got 0)"),
     (["simulate-multistep", "--seed", "-1"], "--seed must be in 0..4294967295 (2**32-1) (got -1)"),
     (["simulate-multistep", "--dist", "beta:nan,2"], "Beta parameters must be positive finite numbers"),
+    (["simulate-multistep", "--length-median", "-5"], "--length-median must be a positive number (got -5.0)"),
+    (["simulate-multistep", "--half-life", "0"], "--half-life must be a positive number (got 0.0)"),
+    (["simulate-multistep", "--skip-below", "-1"], "skip_below must be in [0, 1] (got -1.0)"),
 ])
 def test_simulate_inputs_out_of_range_are_one_line(capsys, argv, message):
     code, err = run(capsys, *argv)
@@ -621,6 +645,27 @@ def test_select_prompts_refuses_bad_prompts_before_generating(prompts, error, me
     with pytest.raises(error) as caught:
         estimate_pass_rates(prompts, NoGenerator(), lambda prompts, completions: [0.0] * len(completions), k=2)
     assert message in str(caught.value)
+
+
+@pytest.mark.fault("select-prompts given a prompt file whose ids two rows share (given twice, or given and a row's "
+                   "implicit line number) or whose id is a list",
+                   "exit 2, one line naming the file, line and id, before any model loads (it was a ValueError or "
+                   "TypeError traceback, exit 1)")
+@pytest.mark.parametrize("rows, line", [
+    ([{"id": 1, "prompt": "1+1=", "answer": "2"}, {"id": 1, "prompt": "1+2=", "answer": "3"}],
+     "p.jsonl:2: id 1 (its id) is also the id of line 1 (its id); every prompt needs its own id (a row without one "
+     "gets its 0-based line number)"),
+    ([{"prompt": "1+1=", "answer": "2"}, {"id": 0, "prompt": "1+2=", "answer": "3"}],
+     "p.jsonl:2: id 0 (its id) is also the id of line 1 (its line number, as it has no id); every prompt needs its own "
+     "id (a row without one gets its 0-based line number)"),
+    ([{"id": [1], "prompt": "1+1=", "answer": "2"}], "p.jsonl:1: id [1] is a list; give a string or an integer"),
+])
+def test_select_prompts_names_an_id_two_rows_share_or_of_another_kind(tmp_path, capsys, monkeypatch, rows, line):
+    write_jsonl(tmp_path / "p.jsonl", rows)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["select-prompts", "--tiny", "--data", "p.jsonl", "--out", "o.jsonl", "-k", "1",
+                     "--max-new-tokens", "4"])
+    assert code == 2 and one_error_line(capsys.readouterr().err) == f"error: {line}"
 
 
 @pytest.mark.fault("select-prompts given a prompt file with an empty or whitespace-only prompt",

@@ -104,6 +104,10 @@ def _grid_from_arguments(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.research.compare import run_comparison
 
-    return run_comparison(_grid_from_arguments(args), args.parallel, args.report_only)[0]
+    grid = _grid_from_arguments(args)
+    if all(runs_portable({**grid.train, **settings}) for settings in grid.strategies.values()):
+        pin_portable_numerics()  # before torch loads, as `train` does: every run's numbers the same on any x86 CPU
+    return run_comparison(grid, args.parallel, args.report_only)[0]

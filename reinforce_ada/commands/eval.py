@@ -72,10 +72,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit must be positive, got {args.limit}")
     if args.data and len(set(args.data)) != len(args.data):
         raise UsageError(f"--data names a source twice: {args.data}")
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.generation.local import generator_for_folder
     from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     source = model_from_arguments(args)
+    if source.config is not None and runs_portable({"model": source.config.model, "generator": args.backend}):
+        pin_portable_numerics()  # the tiny model's numbers the same on every x86 CPU, as it trained
     refuse_unsafe_outputs({"--out": args.out}, [*(("--data", d) for d in args.data or []), *source_inputs(source)])
     refuse_existing_outputs({"--out": args.out}, args.overwrite)
     settings, from_run = run_defaults(args, source, EVAL_DEFAULTS)

@@ -24,6 +24,10 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
     config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
+
+    if runs_portable({"model": config.model, "generator": config.generator}):
+        pin_portable_numerics()  # before torch loads: the tiny model's numbers the same on every x86 CPU
     from reinforce_ada.training import Trainer
 
     trainer = Trainer(config)

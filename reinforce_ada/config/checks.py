@@ -109,9 +109,18 @@ def unknown_fields(keys: list[Any], known: list[str], prefix: str = "") -> str:
     return ", ".join(hints)
 
 
-def _check_choice(field_name: str, value: Any, choices: list[str]) -> None:
-    if not callable(value) and value not in choices:
-        raise ConfigError(f"{field_name}={value!r} is not one of {choices} (or a callable)")
+def _check_choice(field_name: str, value: Any, choices: list[str], *, callable_ok: bool = False) -> None:
+    """A ConfigError naming the field, the choices and the closest one, unless ``value`` is one of ``choices`` (or,
+    with ``callable_ok``, a callable: a field a Python caller may give its own rule; the message says so only there,
+    as a command line cannot give one)."""
+    if (callable_ok and callable(value)) or value in choices:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(str(value), [str(choice) for choice in choices], n=1)
+    raise ConfigError(f"{field_name}={value!r} is not one of {', '.join(map(str, choices))}"
+                      + (" (or, from Python, a callable)" if callable_ok else "")
+                      + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
 

@@ -185,10 +185,11 @@ class SamplerConfig:
             raise ConfigError(f"epsilon must be a finite number >= 0 (got {self.epsilon})")
         if self.generation_retries < 0:
             raise ConfigError(f"generation_retries must be >= 0 (got {self.generation_retries})")
-        _check_choice("exit_rule", self.exit_rule, EXIT_RULES.names())
-        _check_choice("selection", self.selection, SELECTION_RULES.names())
-        _check_choice("advantage", self.advantage, ADVANTAGES.names())
-        _check_choice("allocation", self.allocation, ALLOCATION_RULES.names() + STEP_ALLOCATION_RULES.names())
+        _check_choice("exit_rule", self.exit_rule, EXIT_RULES.names(), callable_ok=True)
+        _check_choice("selection", self.selection, SELECTION_RULES.names(), callable_ok=True)
+        _check_choice("advantage", self.advantage, ADVANTAGES.names(), callable_ok=True)
+        _check_choice("allocation", self.allocation, ALLOCATION_RULES.names() + STEP_ALLOCATION_RULES.names(),
+                      callable_ok=True)
         if self.sample_budget_per_step is not None:
             value = self.sample_budget_per_step
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -54,6 +54,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.sampling.protocols import (
     FatalGenerationError,
@@ -79,6 +80,14 @@ class ServerAnswerError(FatalGenerationError):
     """The server answered (HTTP 200, JSON), but not what the request asked for: the wrong number of choices, a
     completion whose text is not a string, log-probs that do not match its token ids. The same request gets the
     same kind of answer, so it is not retried."""
+
+
+def check_base_url(base_url: str, option: str = "base_url") -> None:
+    """A :class:`~reinforce_ada.errors.ConfigError` unless ``base_url`` is an ``http://`` or ``https://`` URL (one
+    without a scheme gets the ``http://`` spelling suggested)."""
+    if not base_url.startswith(("http://", "https://")):
+        hint = f"; did you mean 'http://{base_url}'?" if "://" not in base_url else ""
+        raise ConfigError(f"{option} must start with http:// or https:// (got {base_url!r}){hint}")
 
 
 def _httpx():
@@ -127,8 +136,7 @@ class OpenAICompletionsEngine(GeneratorBase):
                  max_n: int = 64, return_logprobs: bool = True,
                  prompt_token_ids: Callable[[Prompt], list[int]] | None = None, require_token_ids: bool = False,
                  dead_after_s: float | None = None):
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https:// (got {base_url!r})")
+        check_base_url(base_url)
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1 (got {max_attempts})")
         if timeout_s <= 0 or backoff_s < 0 or backoff_max_s < 0:
@@ -315,16 +323,21 @@ class OpenAICompletionsEngine(GeneratorBase):
     async def _attempt(self, path: str, body: dict[str, Any], prompt: Prompt, request_id: str) -> list[Completion]:
         """One HTTP request for ``body["n"]`` completions. A failure is raised as the retry rule reads it: a plain
         :class:`GenerationError` (transient) for a timeout, a dropped connection, HTTP 408/409/425/429/5xx or a
-        malformed body; :class:`ServerRequestError` (never retried) for any other answer than 200."""
+        malformed body; :class:`ServerRequestError` (never retried) for any other answer than 200. Only a request that
+        never reached the server (the connection refused or not made in time) is :class:`ServerUnreachable`, which
+        :attr:`liveness` holds until the server is back without counting it: a server that takes connections and
+        answers its ``/health`` probe but never a request would otherwise be asked again forever."""
         httpx = _httpx()
         try:
             async with self._slot():
                 response = await self._within_deadline(
                     self._client().post(path, json=body, headers={"X-Request-Id": request_id}), request_id)
-        except asyncio.TimeoutError:  # the whole attempt took longer than timeout_s (e.g. a dripping answer)
-            raise ServerUnreachable(f"no complete answer within timeout_s={self.timeout_s:g}") from None
-        except (httpx.TransportError, httpx.DecodingError) as err:  # connect/read errors, timeouts, drops
+        except asyncio.TimeoutError:  # reached, but no whole answer within timeout_s (e.g. a dripping one): an attempt
+            raise GenerationError(f"no complete answer within timeout_s={self.timeout_s:g}") from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:  # the server was not reached
             raise ServerUnreachable(f"{type(err).__name__}: {err}") from err
+        except (httpx.TransportError, httpx.DecodingError) as err:  # reached: read errors, timeouts, drops
+            raise GenerationError(f"{type(err).__name__}: {err}") from err
         if self.liveness is not None:
             self.liveness.answered()
         if response.status_code in RETRY_STATUS:

@@ -95,6 +95,9 @@ def served_model_name(base_url: str, requested: str | None, *, api_key: str | No
     try:
         response = httpx.get(f"{url}/v1/models", headers=headers, timeout=timeout_s)
         names = [entry["id"] for entry in response.json()["data"]] if response.status_code == 200 else None
+    except httpx.TimeoutException as err:  # connected (or not) and heard nothing back
+        raise ConfigError(f"cannot reach the server at {url}: no answer to /v1/models within {timeout_s:g} s "
+                          f"({type(err).__name__})") from None
     except httpx.HTTPError as err:
         raise ConfigError(f"cannot reach the server at {url}: {type(err).__name__}: {err}") from None
     except (ValueError, KeyError, TypeError):

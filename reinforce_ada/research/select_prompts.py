@@ -87,12 +87,26 @@ def write_pass_rates(path: str | Path, estimates: list[PassRateEstimate]) -> Non
 
 
 def read_prompts_jsonl(path: str | Path) -> list[tuple[Prompt, dict]]:
-    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id``.
-    Rows without an answer are refused, naming them, as ``train`` and ``eval`` refuse them: every one of their
-    samples would score as a failure, and their pass rate 0 would be made up."""
+    """Prompts from JSONL: ``prompt`` (or ``question`` / ``problem`` / ``messages``), ``answer``, optional ``id`` (a
+    string or an integer; a row without one gets its 0-based line number). Rows without an answer are refused, naming
+    them, as ``train`` and ``eval`` refuse them: every one of their samples would score as a failure, and their pass
+    rate 0 would be made up; so is an id of another kind, or one two rows share (given, or given and a line number),
+    as their pass rates would be written under one id."""
     out = []
     rows, lines = read_jsonl(path)
     check_answers(path, rows, "answer", lambda index: f"row {index} (line {lines[index]})")
+    seen: dict[object, int] = {}
+    for index, (row, line_number) in enumerate(zip(rows, lines)):
+        prompt_id = row.get("id", line_number - 1)
+        if isinstance(prompt_id, bool) or not isinstance(prompt_id, (str, int)):
+            raise DataError(f"{path}:{line_number}: id {prompt_id!r} is a {type(prompt_id).__name__}; give a string "
+                            f"or an integer")
+        if prompt_id in seen:
+            how = lambda i: "its id" if "id" in rows[i] else "its line number, as it has no id"  # noqa: E731
+            raise DataError(f"{path}:{line_number}: id {prompt_id!r} ({how(index)}) is also the id of line "
+                            f"{lines[seen[prompt_id]]} ({how(seen[prompt_id])}); every prompt needs its own id "
+                            f"(a row without one gets its 0-based line number)")
+        seen[prompt_id] = index
     for row, line_number in zip(rows, lines):
         text = next((row[k] for k in ("prompt", "question", "problem", "messages") if k in row), None)
         if text is None:
@@ -112,6 +126,9 @@ SELECT_DEFAULTS = {"max_new_tokens": 1024, "temperature": 1.0, "use_chat_templat
 DEFAULT_TIMEOUT_S = 600.0
 """``--base-url``: the most one HTTP request may take unless ``--timeout`` says."""
 
+DEFAULT_DEAD_AFTER_S = 60.0
+"""``--base-url``: seconds of silence after which the server is dead, as ``train``'s ``server_dead_after``."""
+
 TASK_PROMPTS = 256
 """How many prompts of a task's train split ``--data task:NAME`` draws unless ``--limit`` says."""
 
@@ -124,7 +141,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, required=False)
     p.add_argument("--tiny", action="store_true", help="the built-in tiny model, untrained (for tests and demos)")
     p.add_argument("--base-url", help="an OpenAI-compatible server (vllm serve, SGLang)")
-    p.add_argument("--served-model", default="default", help="model name to send to the server")
+    p.add_argument("--served-model", default=None,
+                   help="--base-url: the model name to send to the server (default: the one it lists)")
+    p.add_argument("--server-dead-after", type=float, default=DEFAULT_DEAD_AFTER_S, metavar="SECONDS",
+                   help="--base-url: seconds without any answer from the server (to /v1/models at the start, to a "
+                        "request or a /health probe) after which it is dead and the command stops, exit 3 "
+                        "(default: %(default)g)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help=f"--base-url: the most one request may take, connecting and reading the whole answer "
                         f"included (default: {DEFAULT_TIMEOUT_S:g})")
@@ -164,6 +186,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada select-prompts``: estimate pass rates, keep a range, write the kept rows."""
+    from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
     if args.num_samples <= 0:
@@ -183,9 +206,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.timeout is not None and not args.base_url:
         raise UsageError("--timeout bounds the requests to --base-url's server; give it with --base-url")
+    if args.base_url:
+        from reinforce_ada.generation.openai_server import check_base_url
+
+        check_base_url(args.base_url, "--base-url")
+    if not args.server_dead_after > 0:
+        raise UsageError(f"--server-dead-after must be a positive number of seconds, got {args.server_dead_after}")
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     source = model_from_arguments(args, required=False)
+    model = "tiny" if args.tiny else source.config.model if source is not None and source.config is not None else ""
+    if not args.base_url and runs_portable({"model": model, "generator": args.generator}):
+        pin_portable_numerics()  # the tiny model's numbers the same on every x86 CPU, as it trains
     settings, from_run = run_defaults(args, source, SELECT_DEFAULTS)
     out, pass_rates = _outputs(args, source)
     data = _data_source(args, source)
@@ -291,12 +323,16 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 
 def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], settings: dict) -> Generator:
     """The generator for the chosen model, after checking that every prompt of ``fit`` fits its context."""
-    if args.base_url:
+    if args.base_url:  # asked for its model first: a server that answers nothing is named in --server-dead-after s
         from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
+        from reinforce_ada.generation.server import served_model_name
 
-        return OpenAICompletionsEngine(args.base_url, args.served_model, max_tokens=settings["max_new_tokens"],
+        name = served_model_name(args.base_url, args.served_model, timeout_s=args.server_dead_after)
+        print(f"model: {name} served at {args.base_url}")
+        return OpenAICompletionsEngine(args.base_url, name, max_tokens=settings["max_new_tokens"],
                                        temperature=settings["temperature"], seed=settings["seed"],
-                                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, max_attempts=args.retries + 1)
+                                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, max_attempts=args.retries + 1,
+                                       dead_after_s=args.server_dead_after)
     if args.tiny:
         from reinforce_ada.generation.hf import HFGenerator
         from reinforce_ada.generation.local import check_fit

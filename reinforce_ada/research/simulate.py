@@ -62,6 +62,13 @@ def check_counts(**counts: int) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer (got {value})")
 
 
+def check_positive_numbers(**numbers: float) -> None:
+    """A UsageError naming the first ``--name`` (given as ``name=value``) that is not a positive finite number."""
+    for name, value in numbers.items():
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number (got {value})")
+
+
 def check_simulation_inputs(num_prompts: int, seed: int) -> None:
     """A UsageError for a prompt count outside 1..MAX_PROMPTS or a seed outside numpy's 0..2**32-1."""
     from reinforce_ada.config.checks import SEED_MAX

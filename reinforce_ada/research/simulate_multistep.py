@@ -43,11 +43,12 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.config import EstConfig, SamplerConfig
-from reinforce_ada.errors import UsageError
+from reinforce_ada.errors import ConfigError, UsageError
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
-from reinforce_ada.research.simulate import (SimulatedGenerator, check_counts, check_simulation_inputs, finite_or_none,
-                                             pass_rates_from, simulated_verifier)
+from reinforce_ada.research.simulate import (SimulatedGenerator, check_counts, check_positive_numbers,
+                                             check_simulation_inputs, finite_or_none, pass_rates_from,
+                                             simulated_verifier)
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.pools import GroupSelector
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingScheduler
@@ -312,6 +313,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default="", help="also write the results to this JSON file")
 
 
+def _strategies_from(args: argparse.Namespace) -> tuple[LatencyModel, list[StrategySpec]]:
+    """The latency model and the strategies the options describe, each built (its memory too) before anything is
+    simulated: a value one of them refuses that the option checks above do not name is one line, not a traceback."""
+    try:
+        latency = LatencyModel(concurrency=args.concurrency, length_median=args.length_median,
+                               max_tokens=args.max_tokens)
+        specs = default_strategies(args.samples_per_round, args.max_rounds, args.group_size, args.concurrency,
+                                   args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below,
+                                   args.min_signal_rate, args.budget, args.priced_exit_rule, args.priced_half_life,
+                                   args.est_samples, args.est_min, args.est_max)
+        for spec in specs:
+            if spec.memory is not None:
+                PassRateMemory(**spec.memory)
+    except ValueError as err:  # a ConfigError (a UserError) names its field already
+        if isinstance(err, (UsageError, ConfigError)):
+            raise
+        raise UsageError(f"simulate-multistep: {err}") from None
+    return latency, specs
+
+
 def run(args: argparse.Namespace) -> int:
     """``reinforce-ada simulate-multistep``: run the strategies, print the table, optionally write JSON."""
     from reinforce_ada.outputs import refuse_unsafe_outputs
@@ -319,11 +340,19 @@ def run(args: argparse.Namespace) -> int:
     refuse_unsafe_outputs({"--json": args.json}, [("--dist", args.dist)])
     check_simulation_inputs(args.prompts, args.seed)
     check_counts(epochs=args.epochs, batch_size=args.batch_size, concurrency=args.concurrency,
-                 max_tokens=args.max_tokens, est_samples=args.est_samples, est_min=args.est_min,
+                 max_tokens=args.max_tokens, samples_per_round=args.samples_per_round, max_rounds=args.max_rounds,
+                 group_size=args.group_size, budget=args.budget, est_samples=args.est_samples, est_min=args.est_min,
                  est_max=args.est_max)
     if not args.est_min <= args.est_samples <= args.est_max:
         raise UsageError(f"--est-samples {args.est_samples} must lie in [--est-min, --est-max] = "
                          f"[{args.est_min}, {args.est_max}]: the budget is spent within those bounds")
+    check_positive_numbers(length_median=args.length_median, half_life=args.half_life,
+                           priced_half_life=args.priced_half_life)
+    if args.select_k < 0:
+        raise UsageError(f"--select-k must be 0 (off) or a positive integer (got {args.select_k})")
+    if args.select_k and not 0.0 <= args.select_min <= args.select_max <= 1.0:
+        raise UsageError(f"need 0 <= --select-min <= --select-max <= 1 (got {args.select_min}, {args.select_max})")
+    latency, specs = _strategies_from(args)  # every option's object built before anything is simulated
     rates = DriftingPassRates.draw(pass_rates_from(args.dist, args.prompts, args.seed), args.drift_mean,
                                    args.drift_std, args.seed)
     estimates = None
@@ -332,11 +361,6 @@ def run(args: argparse.Namespace) -> int:
         rates, estimates = select_initial(rates, args.select_k, args.select_min, args.select_max, args.seed)
         print(f"select-prompts: kept {len(rates.initial)} of {before} prompts ({args.select_k} samples each, pass "
               f"rate in [{args.select_min:.4g}, {args.select_max:.4g}]); their rates seed the memory")
-    latency = LatencyModel(concurrency=args.concurrency, length_median=args.length_median, max_tokens=args.max_tokens)
-    specs = default_strategies(args.samples_per_round, args.max_rounds, args.group_size, args.concurrency,
-                               args.target, args.skip_below, args.cap_below, args.half_life, args.give_up_below,
-                               args.min_signal_rate, args.budget, args.priced_exit_rule, args.priced_half_life,
-                               args.est_samples, args.est_min, args.est_max)
     if args.sampler == "adaptive":
         specs = [s for s in specs if s.options is None]
     elif args.sampler == "streaming":

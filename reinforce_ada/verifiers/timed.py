@@ -25,6 +25,7 @@ import functools
 import pickle
 from typing import Any, Sequence
 
+from reinforce_ada.errors import ConfigError
 from reinforce_ada.verifiers.base import check_lengths, reward_list
 from reinforce_ada.verifiers.pool import WorkerPool
 from reinforce_ada.verifiers.registry import verifier_stats
@@ -50,6 +51,18 @@ def _name(verifier: Any) -> str:
     return getattr(verifier, "name", None) or getattr(verifier, "__name__", type(verifier).__name__)
 
 
+def check_picklable(verifier: Any, name: str) -> None:
+    """A :class:`~reinforce_ada.errors.ConfigError` naming ``verifier`` when it cannot be sent to a worker process:
+    pickle sends a function by its module and name, so a lambda, a closure or a function defined inside another one
+    cannot go (``train`` checks a ``module:function`` verifier with this before anything loads)."""
+    try:
+        pickle.dumps(verifier)
+    except Exception as err:  # noqa: BLE001 -- any pickling failure means the worker cannot get it
+        raise ConfigError(f"verifier {name!r} with verifier_timeout: a timed verifier runs in a worker process, so it "
+                          f"must be picklable -- a function defined with def at the top level of its module (or a "
+                          f"built-in verifier), not a lambda or a closure ({type(err).__name__}: {err})") from None
+
+
 class TimedVerifier:
     """``verifier`` with a hard limit of ``timeout`` seconds per call (see the module docstring).
 
@@ -64,11 +77,7 @@ class TimedVerifier:
     def __init__(self, verifier: Any, timeout: float, *, max_consecutive_timeouts: int = 2, name: str | None = None):
         if not timeout > 0:
             raise ValueError(f"verifier timeout must be > 0 seconds (got {timeout})")
-        try:
-            pickle.dumps(verifier)
-        except Exception as err:  # noqa: BLE001 -- any pickling failure means the worker cannot get it
-            raise TypeError(f"a verifier timeout runs the verifier in a worker process, so it must be picklable (a "
-                            f"module-level function or a built-in verifier); {verifier!r} is not: {err}") from None
+        check_picklable(verifier, name or _name(verifier))
         self.verifier = verifier
         self.timeout = float(timeout)
         self.max_consecutive_timeouts = max_consecutive_timeouts

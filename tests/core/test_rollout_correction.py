@@ -47,7 +47,7 @@ def test_token_weights_multiply_each_tokens_policy_loss():
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     weights = torch.tensor([[0.5, 3.0, 7.0]])
     loss, _ = ppo_clip_loss(logprobs, old, advantages, mask, token_weights=weights)
-    assert float(loss) == pytest.approx(-(2.0 * 0.5 + 2.0 * 3.0) / 2)  # token-mean over the two masked tokens
+    assert loss.item() == pytest.approx(-(2.0 * 0.5 + 2.0 * 3.0) / 2)  # token-mean over the two masked tokens
     loss.backward()
     # d/dlogp of -A * w * exp(logp - old) at ratio 1 is -A * w / num_tokens
     assert logprobs.grad.tolist()[0] == pytest.approx([-2.0 * 0.5 / 2, -2.0 * 3.0 / 2, 0.0])

@@ -65,8 +65,9 @@ def select_prompts(tmp_path, url, *options):
 
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(4)))
+    served = [] if "--served-model" in options else ["--served-model", "fake-model"]  # the fakes list no model
     code = cli.main(["select-prompts", "--base-url", url, "--data", str(data), "--out", str(tmp_path / "out.jsonl"),
-                     "-k", "2", *options])
+                     "-k", "2", *served, *options])
     return code
 
 
@@ -100,4 +101,34 @@ def test_select_prompts_on_a_hanging_server_ends_at_its_timeout_in_one_line(tmp_
     assert code == 3 and line.startswith("error: select-prompts: generation failed: ")
     assert "no complete answer within timeout_s=0.2" in line
     assert sorted(server.attempts.values()) == [2, 2, 2, 2]  # the first try and --retries 1 more, per request
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.fault("select-prompts --base-url against a server that accepts connections and never answers anything, "
+                   "or given without a scheme (127.0.0.1:9)",
+                   "one line: the unanswered /v1/models named after --server-dead-after (default 60 s; it was "
+                   "silent for up to --timeout 600 s x 3 tries), or the missing http:// at once (it was a ValueError "
+                   "traceback)")
+def test_select_prompts_names_a_server_that_answers_nothing_within_its_dead_after(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as listening:  # the kernel accepts connections; nothing ever reads or answers them
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(16)
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        code = select_prompts(tmp_path, url, "--served-model", "m", "--server-dead-after", "0.5")
+    line = the_error_line(capsys.readouterr().err)
+    assert code == 2 and line == f"error: cannot reach the server at {url}: no answer to /v1/models within 0.5 s " \
+                                 f"(ReadTimeout)"
+    assert select_prompts(tmp_path, "127.0.0.1:9") == 2
+    assert the_error_line(capsys.readouterr().err) == ("error: --base-url must start with http:// or https:// (got "
+                                                       "'127.0.0.1:9'); did you mean 'http://127.0.0.1:9'?")
+
+
+def test_select_prompts_stops_when_the_server_falls_silent_after_the_start(tmp_path, capsys):
+    with FakeOpenAIServer(lambda index, request_id, attempt: "hold", health="hold") as server:
+        code = select_prompts(tmp_path, server.url, "--server-dead-after", "0.5")
+    line = the_error_line(capsys.readouterr().err)
+    assert code == 3 and line.startswith("error: select-prompts: generation failed: the server at ")
+    assert "has answered nothing for" in line and "server_dead_after=0.5 s" in line
     assert not (tmp_path / "out.jsonl").exists()

@@ -32,3 +32,22 @@ def test_the_readme_test_command_is_what_ci_runs():
 def test_the_readme_demo_installs_as_ci_does():
     demo = readme_command("Main job")
     assert demo[-1] == "reinforce-ada train" and demo[:-1] == ci_main_pass()[:2]
+
+
+def command_table() -> list[tuple[str, str]]:
+    """The README's command table: (usage, what it does) per row."""
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"^\| `(reinforce-ada [^`]+)` \| (.+) \|$", text, re.M)
+
+
+def test_the_command_table_names_options_each_command_has_and_the_option_each_file_needs():
+    from reinforce_ada import cli
+
+    parsers = next(a for a in cli.build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    rows = command_table()
+    assert rows and {usage.split()[1] for usage, _ in rows} <= set(parsers)
+    for usage, what in rows:
+        known = parsers[usage.split()[1]]._option_string_actions
+        assert [option for option in re.findall(r"--[a-z][a-z-]*", usage) if option not in known] == [], usage
+        if re.search(r"generations|jsonl", what, re.I):  # a file of generations only when an option asks for it
+            assert "`--out`" in what, (usage, what)

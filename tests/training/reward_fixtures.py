@@ -62,3 +62,20 @@ def sleeps_5s(prompts, completions, **kwargs):
 def first_digit_text(prompts, completions, answer, **kwargs):
     """TRL's signature (texts in): 1 when the completion starts with the answer's first digit."""
     return [1.0 if c[:1] == str(a)[:1] else 0.0 for c, a in zip(completions, answer)]
+
+
+lambda_reward = lambda prompts, completions, **kwargs: [1.0] * len(completions)  # noqa: E731 -- a lambda on purpose
+"""A module-level lambda: callable, but pickle cannot send it to a worker process (it has no name to look up)."""
+
+
+def _make_closure():
+    offset = 0.0
+
+    def closure_reward(prompts, completions, **kwargs):
+        return [1.0 + offset] * len(completions)
+
+    return closure_reward
+
+
+closure_reward = _make_closure()
+"""A closure: callable, but pickle cannot send it either (``_make_closure.<locals>.closure_reward``)."""

@@ -246,7 +246,7 @@ def test_a_timed_verifier_scores_like_the_plain_one_and_keeps_counting_across_ca
     raising = TimedVerifier(reward_fixtures.always_raises, timeout=30.0)
     with pytest.raises(VerifierCallError, match="always_raises.*ValueError: this reward function is broken"):
         raising(prompts, completions)
-    with pytest.raises(TypeError, match="picklable"):
+    with pytest.raises(ConfigError, match="picklable .* not a lambda or a closure"):
         TimedVerifier(lambda p, c: [1.0] * len(c), timeout=1.0)
     timed.close()
     raising.close()
@@ -281,6 +281,24 @@ def test_cli_a_second_run_into_the_same_folder_fails_and_leaves_every_byte(tmp_p
     err = capsys.readouterr().err
     assert f"error: {out} already holds a run" in err and "--resume" in err and "--overwrite" in err
     assert snapshot(out) == first
+
+
+@pytest.mark.fault("a verifier timeout with a reward function pickle cannot send to its worker (a module-level "
+                   "lambda, a closure)", "exit 2 before the model loads, one line naming the function and why (it "
+                   "was a TypeError traceback, exit 1)")
+@pytest.mark.parametrize("function", ["lambda_reward", "closure_reward"])
+def test_cli_a_timed_verifier_that_cannot_be_pickled_is_one_line_before_anything_loads(tmp_path, cli_run, capsys,
+                                                                                       function):
+    from reinforce_ada import cli
+
+    out = tmp_path / "run"
+    code = cli.main([*cli_run, "--verifier", f"reward_fixtures:{function}", "--verifier-timeout", "5",
+                     "--output-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: verifier 'reward_fixtures:{function}' with verifier_timeout: a timed verifier "
+                             f"runs in a worker process, so it must be picklable")
+    assert not out.exists()
 
 
 def test_cli_the_docs_example_reward_function_needs_its_answer_keyword(tmp_path, cli_run, capsys):
