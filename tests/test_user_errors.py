@@ -247,8 +247,8 @@ def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(c
 def test_a_mistyped_choice_names_the_choices_and_the_closest_under_the_one_prefix(capsys, no_trainer):
     assert cli.main(["train", "--strategy", "grop"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: strategy='grop' is not one of ada-balanced, ada-positive, ada-mixed, ada-budget, grpo, dapo; did you "
-        "mean 'grpo'?"]
+        "error: strategy='grop' is not one of ada-balanced, ada-positive, ada-mixed, ada-budget, ada-est, grpo, dapo; "
+        "did you mean 'grpo'?"]
     with pytest.raises(ConfigError, match=r"exit_rule='balancd' is not one of .* \(or, from Python, a callable\); "
                                           r"did you mean 'balanced'\?"):
         SamplerConfig(exit_rule="balancd")
