@@ -29,8 +29,8 @@ _COMPARE_DESTS = ("strategies", "lrs", "seeds", "baseline", "best_lr", "out", "p
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from reinforce_ada.commands.train import add_arguments as train_arguments
-    from reinforce_ada.research.compare_report import BEST_LR_RULES
-    from reinforce_ada.research.compare_strategies import STRATEGIES
+    from reinforce_ada.research.compare.report import BEST_LR_RULES
+    from reinforce_ada.research.compare.strategies import STRATEGIES
 
     group = p.add_argument_group("the comparison")
     group.add_argument("--strategies", nargs="+", required=True, metavar="STRATEGY",
@@ -89,7 +89,7 @@ def _option_parser():
 
 def _grid_from_arguments(args: argparse.Namespace):
     from reinforce_ada.research.compare import make_grid
-    from reinforce_ada.research.compare_strategies import STRATEGIES, parse_strategy
+    from reinforce_ada.research.compare.strategies import STRATEGIES, parse_strategy
 
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from reinforce_ada import cli
-from reinforce_ada.research.compare_report import analyse
-from reinforce_ada.research.compare_stats import t_interval
+from reinforce_ada.research.compare.report import analyse
+from reinforce_ada.research.compare.stats import t_interval
 
 TINY = ["--max-steps", "3", "--eval-steps", "1", "--eval-prompts", "8", "--batch-size", "8", "--num-threads", "1"]
 

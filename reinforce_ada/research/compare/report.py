@@ -26,22 +26,21 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reinforce_ada.research.compare_stats import fmt, interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.stats import fmt, interpolate, steps_ratio, t_interval
 
-__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "format_report", "jsonable", "plot_report"]
+__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "format_report", "jsonable"]
 
 BEST_LR_RULES = ("tokens", "seconds", "final")
 REPORT_FORMAT = 1
 STEP, TOKENS, SECONDS, ACCURACY = range(4)  # the columns of a history row
-_AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
+AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
 
 
-def _at(history: list, column: int, budget: float) -> float:
+def accuracy_at(history: list, column: int, budget: float) -> float:
     return interpolate([h[column] for h in history], [h[ACCURACY] for h in history], budget)
 
 
@@ -71,8 +70,8 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
     def score(by_seed):  # what the best-lr rule maximises
         if best_lr_rule == "final":
             return final_mean(by_seed)
-        column = _AXES[best_lr_rule]
-        return _mean([_at(r["history"], column, budgets[best_lr_rule]) for r in by_seed.values()])
+        column = AXES[best_lr_rule]
+        return _mean([accuracy_at(r["history"], column, budgets[best_lr_rule]) for r in by_seed.values()])
 
     report: dict[str, Any] = {"format": REPORT_FORMAT, "baseline": baseline, "best_lr_rule": best_lr_rule,
                               "lrs": sorted(lrs), "seeds": sorted(base), "budgets": budgets, "strategies": {}}
@@ -90,8 +89,8 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
             hist = [by[strategy][lr][s]["history"] for s in seeds]
             entry["per_lr"][repr(lr)] = {
                 "seeds": seeds, "start": [h[0][ACCURACY] for h in hist], "final": [h[-1][ACCURACY] for h in hist],
-                "at_tokens": [_at(h, TOKENS, budgets["tokens"]) for h in hist],
-                "at_seconds": [_at(h, SECONDS, budgets["seconds"]) for h in hist],
+                "at_tokens": [accuracy_at(h, TOKENS, budgets["tokens"]) for h in hist],
+                "at_seconds": [accuracy_at(h, SECONDS, budgets["seconds"]) for h in hist],
                 "tokens": [h[-1][TOKENS] for h in hist], "seconds": [h[-1][SECONDS] for h in hist],
                 "short_of_tokens": sum(h[-1][TOKENS] < budgets["tokens"] for h in hist),
                 "short_of_seconds": sum(h[-1][SECONDS] < budgets["seconds"] for h in hist)}
@@ -99,10 +98,10 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
         paired = sorted(set(chosen) & set(base))
         mine, theirs = [chosen[s]["history"] for s in paired], [base[s]["history"] for s in paired]
         differences = {
-            "at_steps": [_at(m, STEP, t[-1][STEP]) - t[-1][ACCURACY] for m, t in zip(mine, theirs)],
-            "at_tokens": [_at(m, TOKENS, budgets["tokens"]) - _at(t, TOKENS, budgets["tokens"])
+            "at_steps": [accuracy_at(m, STEP, t[-1][STEP]) - t[-1][ACCURACY] for m, t in zip(mine, theirs)],
+            "at_tokens": [accuracy_at(m, TOKENS, budgets["tokens"]) - accuracy_at(t, TOKENS, budgets["tokens"])
                           for m, t in zip(mine, theirs)],
-            "at_seconds": [_at(m, SECONDS, budgets["seconds"]) - _at(t, SECONDS, budgets["seconds"])
+            "at_seconds": [accuracy_at(m, SECONDS, budgets["seconds"]) - accuracy_at(t, SECONDS, budgets["seconds"])
                            for m, t in zip(mine, theirs)]}
         entry["paired"] = {"seeds": paired, **differences}
         entry["paired_mean_ci95"] = {k: list(t_interval(v)) for k, v in differences.items()}
@@ -181,43 +180,3 @@ def format_report(report: dict[str, Any], notes: list[str] = ()) -> str:
     lines += ["", "(paired by seed: the strategy's accuracy minus the baseline's, mean ± 95% t-interval; edge: the best "
                   "lr is the lowest or highest of the grid, so a better one may lie outside it)"]
     return "\n".join(lines + [f"{note}" for note in notes]) + "\n"
-
-
-def plot_report(report: dict[str, Any], path: Path, title: str = "") -> Path:
-    """Held-out accuracy against steps, generated tokens and step seconds: each strategy at its best lr, mean and 95%
-    t-interval over seeds, the baseline's budgets marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
-    for strategy, entry in report["strategies"].items():
-        histories = [r["history"] for r in report["runs"] if r["strategy"] == strategy and r["lr"] == entry["best_lr"]]
-        label = f"{strategy} (lr {entry['best_lr']:g})"
-        color = None
-        for ax, (axis, column) in zip(axes, _AXES.items()):
-            # up to the longest run: a run that ended earlier counts at its final accuracy, as in the table
-            top = max(h[-1][column] for h in histories)
-            grid = np.linspace(0, top, 80) if axis != "steps" else [h[STEP] for h in histories[0]]
-            values = np.array([[_at(h, column, x) for x in grid] for h in histories])
-            mean = values.mean(axis=0)
-            line, = ax.plot(grid, mean, label=label, lw=1.5, color=color)
-            color = line.get_color()
-            if len(histories) > 1:
-                half = np.array([t_interval(values[:, i])[1] for i in range(values.shape[1])])
-                ax.fill_between(grid, mean - half, mean + half, color=color, alpha=0.15)
-    for ax, (axis, xlabel) in zip(axes, (("steps", "optimizer step"), ("tokens", "generated tokens"),
-                                         ("seconds", "step seconds (generation + scoring + update + sync)"))):
-        ax.axvline(report["budgets"][axis], color="gray", ls="--", lw=1)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("held-out accuracy")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(title or f"each strategy at its best lr, mean and 95% t-interval over seeds; dashed: "
-                          f"{report['baseline']}'s budget")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
