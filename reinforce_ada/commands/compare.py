@@ -9,9 +9,11 @@ and at its mean step seconds (generation + scoring + update + weight sync), and 
 baseline's final accuracy. A rerun of the same command skips the finished runs and continues the others; the grid,
 the baseline and the best-lr rule are fixed in --out's compare.json by the first run and cannot change afterwards.
 
-Writes into --out: report.md (the tables), report.json (everything in them, per run histories included; schema in
-docs/compare.md), report.png (accuracy against steps, tokens and seconds), runs.jsonl (when each run ran and how it
-ended). Everything a run is given is checked, and the model loaded once, before any run starts.
+Writes into --out: report.md (the verdict in words first -- each strategy ahead, behind or inconclusive at equal
+tokens, steps and seconds, and the seeds an inconclusive one would need -- then the tables, by difficulty stratum and
+pass@k too), report.json (everything in them, per run histories included; schema in docs/compare.md), report.png
+(accuracy against steps, tokens and seconds; per stratum, pass@k, accuracy against entropy; sampling dynamics),
+runs.jsonl (when each run ran and how it ended). Everything a run is given is checked, and the model loaded once, before any run starts.
 
 Example: reinforce-ada compare --strategies grpo ada-balanced stream-mixed --lrs 5e-4 1e-3 --seeds 0 1 2 \\
     --max-steps 40 --eval-steps 4 --out runs/compare

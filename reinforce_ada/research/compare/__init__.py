@@ -6,8 +6,10 @@ steps, at the baseline's generated tokens and at its step seconds.
   resuming, training the unfinished runs, writing the report files);
 * :mod:`.runs` -- training the runs (K worker processes, interleaved by strategy), ``runs.jsonl``, reading a finished
   run folder back;
-* :mod:`.report` -- best lr, budgets, paired differences, the report's markdown and JSON;
-* :mod:`.figure` -- the report's figure;
+* :mod:`.report` -- the report as data (``report.json``): best lr, budgets, paired differences, verdicts, breakdown;
+* :mod:`.verdict` -- *ahead* / *behind* / *inconclusive* per budget, and the seeds an inconclusive one needs;
+* :mod:`.breakdown` -- where a difference lands: difficulty strata, pass@k, entropy, sampling dynamics;
+* :mod:`.markdown` -- ``report.md``, the verdict first; :mod:`.figure` -- ``report.png``;
 * :mod:`.stats` -- t-intervals, interpolation at a budget, the steps bootstrap;
 * :mod:`.strategies` -- the named strategies and ``NAME=SETTINGS``.
 """

@@ -20,7 +20,8 @@ from typing import Any
 
 from reinforce_ada.errors import UsageError, UserError
 from reinforce_ada.research.compare.figure import plot_report
-from reinforce_ada.research.compare.report import BEST_LR_RULES, analyse, format_report, jsonable
+from reinforce_ada.research.compare.markdown import format_report
+from reinforce_ada.research.compare.report import BEST_LR_RULES, analyse, jsonable
 from reinforce_ada.research.compare.runs import (LEDGER, Job, concurrency, read_ledger, read_run, run_folder_state,
                                                  run_jobs)
 

@@ -1,5 +1,7 @@
-"""The report of ``reinforce-ada compare``: every strategy at its own best learning rate against the baseline, at equal
-steps, at the baseline's generated-token budget and at the baseline's wall-clock, from the runs' histories.
+"""The report of ``reinforce-ada compare`` as data: every strategy at its own best learning rate against the baseline,
+at equal steps, at the baseline's generated-token budget and at the baseline's wall-clock, from the runs' histories,
+with a verdict per budget (:mod:`.verdict`) and where the difference lands (:mod:`.breakdown`: difficulty strata,
+pass@k, entropy, sampling dynamics). :mod:`.markdown` writes it as ``report.md``, :mod:`.figure` as ``report.png``.
 
 Input: one history per run, ``[[step, generated tokens, step seconds, held-out accuracy], ...]`` (step 0 included;
 tokens and seconds cumulative; seconds are ``time/step_seconds``: generation + scoring + update + weight sync, no
@@ -12,15 +14,19 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
 * **best lr**: the baseline's is the lr with the highest mean final accuracy; every other strategy's is by
   ``best_lr_rule``: ``final`` (highest mean final accuracy), ``tokens`` (highest mean accuracy at B_tokens) or
   ``seconds`` (at B_seconds). A best lr at the lowest or highest lr of the grid is flagged (the optimum may lie
-  outside it).
+  outside it), and so is the only lr of a one-lr grid (``best_lr_at_edge``: ``lowest``, ``highest`` or ``only``).
 * **paired differences**, per seed the baseline also ran, then mean ± 95% Student-t interval: the strategy's
   accuracy at step S minus the baseline's final accuracy (``at_steps``); accuracy at B_tokens minus the baseline's
   at B_tokens (``at_tokens``); the same at B_seconds (``at_seconds``). A run's accuracy at a budget is linearly
   interpolated on its own history; a run that used less than the budget counts at its final accuracy (counted as
   ``short_of_tokens`` / ``short_of_seconds``).
+* **verdict**: per budget, *ahead* / *behind* / *inconclusive* by the paired differences' 95% interval, and the seeds
+  an inconclusive difference would need (:mod:`.verdict`).
 * **steps to the baseline's final accuracy**: the first step at which the strategy's mean curve reaches the
   baseline's mean final accuracy, as a ratio of the baseline's own, with a paired bootstrap 95% interval over seeds
-  (2000 resamples; null in JSON: never reached, or the baseline never improved on its start).
+  (2000 resamples). A ratio and its interval never contradict each other: when the point is not defined (the mean
+  curve never reached it, or the baseline never improved on its start) all three are null and ``reason`` says why;
+  a bound that is infinite (some resamples never reach it) is null with a ``reason``.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from reinforce_ada.research.compare.stats import fmt, interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.breakdown import breakdown
+from reinforce_ada.research.compare.stats import interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.verdict import AXES_IN_WORDS, call
 
-__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "format_report", "jsonable"]
+__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "jsonable"]
 
 BEST_LR_RULES = ("tokens", "seconds", "final")
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2
 STEP, TOKENS, SECONDS, ACCURACY = range(4)  # the columns of a history row
 AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
 
@@ -51,7 +59,12 @@ def _mean(values) -> float:
 def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs: list[float], baseline: str,
             best_lr_rule: str) -> dict[str, Any]:
     """The report (see the module docstring) from ``runs[(strategy, lr, seed)] = {"history": [...], "timing":
-    {...}, "zero_variance": float | None}``, the finished runs (a missing one is left out; its seeds are not paired)."""
+    {...}, "zero_variance": float | None}``, the finished runs (a missing one is left out; its seeds are not paired),
+    each optionally with ``evals``, ``strata`` and ``dynamics`` (:func:`~reinforce_ada.research.compare.runs.read_run`;
+    a run without them has no breakdown)."""
+    empty = {"evals": {}, "strata": None,
+             "dynamics": {"samples_per_step": [], "active_by_round": {}, "budget_by_pass_rate": {}}}
+    runs = {key: {**empty, **run} for key, run in runs.items()}
     by: dict[str, dict[float, dict[int, dict]]] = {s: {} for s in strategies}
     for (strategy, lr, seed), run in runs.items():
         by[strategy].setdefault(lr, {})[seed] = run
@@ -81,7 +94,9 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
             continue
         best = base_lr if strategy == baseline else max(sorted(by[strategy]), key=lambda lr: score(by[strategy][lr]))
         edge = None
-        if len(grid) > 1 and best in (grid[0], grid[-1]):
+        if len(grid) == 1:
+            edge = "only"
+        elif best in (grid[0], grid[-1]):
             edge = "lowest" if best == grid[0] else "highest"
         entry: dict[str, Any] = {"best_lr": best, "best_lr_at_edge": edge, "per_lr": {}}
         for lr in sorted(by[strategy]):
@@ -105,8 +120,10 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
                            for m, t in zip(mine, theirs)]}
         entry["paired"] = {"seeds": paired, **differences}
         entry["paired_mean_ci95"] = {k: list(t_interval(v)) for k, v in differences.items()}
+        entry["verdict"] = None if strategy == baseline else {axis: call(differences[axis]) for axis in AXES_IN_WORDS}
         if paired:
-            entry["steps_to_baseline_final"] = steps_ratio([_curve(h) for h in mine], [_curve(h) for h in theirs])
+            entry["steps_to_baseline_final"] = _with_reason(steps_ratio([_curve(h) for h in mine],
+                                                                        [_curve(h) for h in theirs]))
         entry["tokens_ratio"] = _mean([h[-1][TOKENS] for h in mine]) / _mean([h[-1][TOKENS] for h in theirs]) \
             if paired else math.nan
         entry["seconds_ratio"] = _mean([h[-1][SECONDS] for h in mine]) / _mean([h[-1][SECONDS] for h in theirs]) \
@@ -116,8 +133,10 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
                                      for part in ("step", "generation", "scoring", "update", "sync")}
         zero_variance = [r["zero_variance"] for r in chosen.values() if r.get("zero_variance") is not None]
         entry["zero_variance"] = _mean(zero_variance)
+        entry["breakdown"] = breakdown(chosen, base, paired, budgets, strategy == baseline)
         report["strategies"][strategy] = entry
-    report["runs"] = [{"strategy": s, "lr": lr, "seed": seed, "history": run["history"]}
+    report["runs"] = [{"strategy": s, "lr": lr, "seed": seed, "history": run["history"], "evals": run["evals"],
+                       "strata": run["strata"], "dynamics": run["dynamics"]}
                       for (s, lr, seed), run in sorted(runs.items(), key=lambda kv: (strategies.index(kv[0][0]),
                                                                                      kv[0][1], kv[0][2]))]
     return report
@@ -138,45 +157,22 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _ci(pair) -> str:
-    mean, half = pair
-    return "-" if math.isnan(mean) else f"{mean:+.3f} ± {half:.3f}" if not math.isnan(half) else f"{mean:+.3f}"
-
-
-def format_report(report: dict[str, Any], notes: list[str] = ()) -> str:
-    """The report as markdown: the budgets and rules, a table per (strategy, lr), and each strategy at its best lr
-    against the baseline."""
-    b, base = report["budgets"], report["baseline"]
-    lines = [f"Baseline {base} at lr {report['strategies'][base]['best_lr']:g}; seeds {report['seeds']}; budgets: "
-             f"{b['steps']:g} steps, {b['tokens']:,.0f} generated tokens, {b['seconds']:,.1f} s of steps "
-             f"(the baseline's mean totals). Best lr of the others: highest mean "
-             + {"final": "final accuracy", "tokens": "accuracy at the baseline's token budget",
-                "seconds": "accuracy at the baseline's seconds"}[report["best_lr_rule"]]
-             + f" (rule `{report['best_lr_rule']}`); the baseline's: highest mean final accuracy.", ""]
-    lines += ["| strategy @ lr | runs | final accuracy | at B tokens | at B seconds | tokens | step seconds |",
-              "|---|---|---|---|---|---|---|"]
-    for strategy, entry in report["strategies"].items():
-        for lr_key, cell in entry["per_lr"].items():
-            mark = " *" if float(lr_key) == entry["best_lr"] else ""
-            lines.append(f"| {strategy} @ {float(lr_key):g}{mark} | {len(cell['seeds'])} | {fmt(cell['final'])} | "
-                         f"{fmt(cell['at_tokens'])} | {fmt(cell['at_seconds'])} | {fmt(cell['tokens'], 0)} | "
-                         f"{fmt(cell['seconds'], 1)} |")
-    lines += ["", "(* best lr; mean ± 95% t-interval over seeds)", "",
-              f"| each at its best lr | vs {base} at equal steps | at {base}'s tokens | at {base}'s seconds | "
-              f"steps to {base}'s final, x [95%] | tokens x | seconds x | s/step: generation / scoring / update / "
-              f"sync |", "|---|---|---|---|---|---|---|---|"]
-    for strategy, entry in report["strategies"].items():
-        ci = entry["paired_mean_ci95"]
-        steps = entry.get("steps_to_baseline_final")
-        ratio = "-" if not steps or math.isnan(steps["ratio"]) else \
-            f"{steps['ratio']:.2f} [{steps['ratio_low']:.2f}, {steps['ratio_high']:.2f}]"
-        t = entry["seconds_per_step"]
-        split = " / ".join("-" if math.isnan(t[p]) else f"{t[p]:.3f}"
-                           for p in ("generation", "scoring", "update", "sync"))
-        edge = f" (edge: {entry['best_lr_at_edge']})" if entry["best_lr_at_edge"] else ""
-        lines.append(f"| {strategy} @ {entry['best_lr']:g}{edge} | {_ci(ci['at_steps'])} | {_ci(ci['at_tokens'])} | "
-                     f"{_ci(ci['at_seconds'])} | {ratio} | {entry['tokens_ratio']:.2f} | {entry['seconds_ratio']:.2f} "
-                     f"| {split} |")
-    lines += ["", "(paired by seed: the strategy's accuracy minus the baseline's, mean ± 95% t-interval; edge: the best "
-                  "lr is the lowest or highest of the grid, so a better one may lie outside it)"]
-    return "\n".join(lines + [f"{note}" for note in notes]) + "\n"
+def _with_reason(result: dict[str, float]) -> dict[str, Any]:
+    """:func:`steps_ratio`'s result made consistent for JSON: a point that is not finite nulls its interval too, an
+    infinite bound is null, each with the ``reason`` (None when all three are finite numbers)."""
+    ratio, low, high = result["ratio"], result["ratio_low"], result["ratio_high"]
+    reasons = []
+    if math.isnan(ratio):
+        reasons.append("the baseline's mean curve never improved on its start (its final accuracy is reached at once), "
+                       "so there is no number of steps to compare with")
+    elif math.isinf(ratio):
+        reasons.append("the strategy's mean curve never reached the baseline's mean final accuracy")
+    if reasons:
+        return {**result, "ratio": math.nan, "ratio_low": math.nan, "ratio_high": math.nan, "reason": reasons[0]}
+    if math.isinf(high):
+        reasons.append("some bootstrap resamples never reach it, so the interval is unbounded above (ratio_high null)")
+    if math.isnan(low) or math.isnan(high):
+        reasons.append("no bootstrap resample was defined")
+    elif not low <= ratio <= high:
+        reasons.append("the point lies outside its bootstrap percentile interval (a skewed resampling distribution)")
+    return {**result, "reason": "; ".join(reasons) or None}
