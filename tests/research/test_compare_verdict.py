@@ -169,6 +169,8 @@ def test_breakdown_by_stratum_pass_at_k_and_entropy_by_hand():
     text = format_report(report)
     assert "| ada | hard | 3.0 | 0.100 | 0.200 | 0.450 | +0.250 ± " in text
     assert "By difficulty stratum at grpo's tokens:" in text
+    assert "pass@2 (the largest k its evaluations give): at equal tokens inconclusive (+0.000 ± 0.000); at equal " \
+           "steps " in text
     # a seed whose runs fixed other strata is left out of the strata and named
     runs[("ada", 1.0, 1)]["strata"] = {**strata, "digest": "other"}
     again = analyse(runs, ["grpo", "ada"], [1.0], "grpo", "tokens")["strategies"]["ada"]["breakdown"]["strata"]

@@ -82,9 +82,9 @@ def _verdict(report: dict[str, Any]) -> list[str]:
         return lines + [f"Only {base} finished: nothing to compare."]
     for strategy, entry in others.items():
         lines.append(in_words(f"{strategy} (lr {entry['best_lr']:g})", entry["verdict"]))
-        where = _where(entry, base)
-        if where:
-            lines.append(f"  {where}")
+        for extra in (_where(entry, base), _pass_line(entry)):
+            if extra:
+                lines.append(f"  {extra}")
     lines += ["", f"Seeds needed (the power rule): if the true difference and spread were those observed, a paired "
                   f"t-test at 5% would detect it with 80% power at about the smallest n with "
                   f"(t_0.975,n-1 + {Z80}) · sd / √n <= |mean difference|; a planning figure from few seeds, growing "
@@ -113,6 +113,22 @@ def _where(entry: dict[str, Any], base: str) -> str:
     text = "; ".join(resolved) if resolved else "no stratum resolved"
     return (f"By difficulty stratum at {base}'s tokens: {text}"
             + (f"; inconclusive on {', '.join(open_)}" if resolved and open_ else "") + ".")
+
+
+def _pass_line(entry: dict[str, Any]) -> str:
+    """The verdict on pass@k at the largest k the runs logged, at equal tokens and at equal steps."""
+    cells = (entry.get("breakdown") or {}).get("pass_at_k") or {}
+    if not cells:
+        return ""
+    k = max(cells, key=int)
+    verdicts = cells[k]["paired"]["verdict"]
+    parts = []
+    for axis, words in (("at_tokens", "at equal tokens"), ("at_steps", "at equal steps")):
+        v = verdicts[axis]
+        interval = "" if v["mean"] is None else f" ({v['mean']:+.3f}" + (
+            f" ± {v['half_width']:.3f})" if v["half_width"] is not None else ")")
+        parts.append(f"{words} {v['call']}{interval}")
+    return f"pass@{k} (the largest k its evaluations give): " + "; ".join(parts) + "."
 
 
 def _runs(report: dict[str, Any]) -> list[str]:
