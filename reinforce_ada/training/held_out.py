@@ -32,14 +32,20 @@ def strata_seed(seed: int) -> int:
     return (seed + 0x5EED5) % 2**32
 
 
-def fix_strata(generator: Any, verifier: Any, prompts: Sequence[Prompt], config: Any) -> Strata:
+def fix_strata(generator: Any, verifier: Any, prompts: Sequence[Prompt], config: Any) -> tuple[Strata, dict[str, int]]:
     """The difficulty strata of ``prompts``: ``config.eval_strata_samples`` samples each under the current (start)
     model, drawn under :func:`strata_seed` with every random generator restored afterwards (see the module
-    docstring)."""
+    docstring), and checked like an evaluation (a verifier that could not score enough of them stops the run rather
+    than fix made-up strata). Returns the strata and how much each of the (watched) verifier's counters grew while
+    scoring them, which the trainer keeps out of ``verifier/*``."""
     from reinforce_ada.runs.checkpoint import rng_state, set_rng_state
+    from reinforce_ada.training.guards import check_verifier_failures
     from reinforce_ada.training.setup import seed_everything
+    from reinforce_ada.verifiers.registry import verifier_stats
 
     seed = strata_seed(config.seed)
+    before = verifier_stats(verifier)
+    verifier.start_window()
     saved = rng_state()
     started = time.perf_counter()
     try:
@@ -48,6 +54,8 @@ def fix_strata(generator: Any, verifier: Any, prompts: Sequence[Prompt], config:
                                   config.positive_threshold)
     finally:
         set_rng_state(saved)
+    check_verifier_failures("difficulty strata before training", counts.num_verifier_failures, counts.num_samples,
+                            config.max_verifier_failure_rate, verifier)
     strata = Strata.fix(prompts, counts.counts, config.eval_strata_samples,
                         (config.eval_strata_hard_max, config.eval_strata_medium_max), seed,
                         counts.num_verifier_failures)
@@ -55,7 +63,7 @@ def fix_strata(generator: Any, verifier: Any, prompts: Sequence[Prompt], config:
     logger.info("difficulty strata of %d held-out prompts from %d samples each (%.1f s): %s", len(prompts),
                 config.eval_strata_samples, strata.seconds,
                 ", ".join(f"{name} {num}" for name, num in strata.counts().items()))
-    return strata
+    return strata, {k: v - before.get(k, 0) for k, v in verifier_stats(verifier).items()}
 
 
 def evaluation_metrics(counts: SampledAccuracy, num_samples: int, strata: Sequence[str | None] | None,

@@ -362,17 +362,9 @@ class Trainer:
 
     def _fix_strata(self) -> Strata:
         """Before training: the held-out prompts' difficulty strata under the start model (:func:`fix_strata`:
-        drawn apart from training's random streams), checked like an evaluation and written to ``strata.json``; the
-        verifier's counts of their samples are kept out of ``verifier/*``."""
-        from reinforce_ada.verifiers.registry import verifier_stats
-
-        before = verifier_stats(self.verifier)
-        self.verifier.start_window()
-        strata = fix_strata(self.generator, self.verifier, self.eval_prompts, self.config)
-        check_verifier_failures("difficulty strata before training", strata.num_verifier_failures,
-                                strata.num_samples * len(self.eval_prompts), self.config.max_verifier_failure_rate,
-                                self.verifier)
-        self._uncounted = {k: v - before.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
+        drawn apart from training's random streams, their verifier counts kept out of ``verifier/*``), written to
+        ``strata.json``."""
+        strata, self._uncounted = fix_strata(self.generator, self.verifier, self.eval_prompts, self.config)
         write_atomic(self.output_dir / STRATA_FILE, json.dumps(strata.to_json(), indent=1))
         return strata
 
