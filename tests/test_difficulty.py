@@ -103,3 +103,15 @@ def test_evaluate_reports_the_curve_groups_and_entropy():
     assert seen == [["p0", "p1", "p2"], ["p3"]]  # measured batch by batch
     table = format_results(results)
     assert "pass@k of d" in table and "by stratum" in table and "0.5000 nats" in table
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(eval_strata_hard_max=0.6), "need 0 < eval_strata_hard_max < eval_strata_medium_max < 1"),
+    (dict(eval_strata_medium_max=1.0), "need 0 < eval_strata_hard_max < eval_strata_medium_max < 1"),
+    (dict(eval_strata_samples=-1), "eval_strata_samples must be a non-negative integer"),
+])
+def test_strata_settings_are_checked_with_the_config(values, message):
+    from reinforce_ada.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**values)
