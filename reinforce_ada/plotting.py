@@ -152,8 +152,12 @@ def draw_analyses(axes: Sequence[Any], runs: Labelled) -> None:
             ax_samples.plot(steps, samples, color=color, label=label, lw=1)
         else:
             lacking.append(label)
-    ax_samples.set(title="samples drawn per step", xlabel="step", ylabel="samples")
-    _lacking(ax_samples, lacking)
+    ax_samples.set_title("samples drawn per step")
+    if len(lacking) == len(runs):
+        note(ax_samples, "no sampling/total_samples in these runs")
+    else:
+        ax_samples.set(xlabel="step", ylabel="samples")
+        _lacking(ax_samples, lacking)
     active_panel(ax_active, [(label, color, analyses.active_by_round(records)) for label, color, records in runs])
     budget_panel(ax_budget, [(label, color, analyses.budget_by_pass_rate(records)) for label, color, records in runs])
     for ax in axes:
