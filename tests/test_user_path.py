@@ -65,6 +65,7 @@ def test_train_writes_the_run_folder_and_says_where(home):
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     assert f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%" in out
     assert f"run folder: {run.resolve()}" in out
+    assert "\nby difficulty stratum (the start model's pass rate over 16 samples; prompts): " in out
     assert (run / f"checkpoint-{STEPS}" / "model" / "model.safetensors").is_file()
     assert sorted(os.listdir(folder)) == ["runs"]
     # the strata fixed before training (16 samples of each held-out prompt) and every evaluation's analyses
