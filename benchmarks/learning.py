@@ -1,6 +1,6 @@
 """Learning per generated token and per optimizer step: GRPO (n=4) against adaptive sampling, on the built-in tasks.
 
-A thin caller of ``reinforce-ada compare`` (reinforce_ada/research/compare.py): each task is one comparison in
+A thin caller of ``reinforce-ada compare`` (reinforce_ada/research/compare/): each task is one comparison in
 ``--out``/TASK (run folders, compare's report.md/json/png; a rerun continues it), with this benchmark's strategy table
 (learning_strategies.py), beds and difficulty buckets on top.
 
@@ -72,7 +72,7 @@ BUCKET_SEED = 10_000
 """Seed of the held-out prompts the difficulty buckets use (one fixed set per task, whatever the RL seed)."""
 
 
-# -- running: every run through reinforce-ada compare (reinforce_ada/research/compare.py) -------------------------
+# -- running: every run through reinforce-ada compare (reinforce_ada/research/compare/) -------------------------
 def train_settings(task: str, args: argparse.Namespace) -> dict:
     """The train settings every run of ``task`` shares (compare's ``train``): the tiny model's defaults, or for a bed
     its weights folder with the same settings."""
@@ -134,7 +134,7 @@ def read_row(task: str, job, args: argparse.Namespace) -> tuple[dict, list, list
     model's pass rates on the bucket prompts (its final checkpoint, sampled with the run's seed)."""
     from reinforce_ada.data import get_task
     from reinforce_ada.models.loading import load_pretrained
-    from reinforce_ada.research.compare_runs import read_run
+    from reinforce_ada.research.compare.runs import read_run
     from reinforce_ada.runs.source import locate_model
 
     folder = Path(args.out) / task / job.name

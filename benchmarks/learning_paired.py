@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reinforce_ada.research.compare_stats import fmt, interpolate
+from reinforce_ada.research.compare.stats import fmt, interpolate
 
 
 def accuracy_at_tokens(history, budget: float) -> float:

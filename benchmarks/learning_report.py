@@ -1,5 +1,5 @@
 """The learning benchmark's tables and plots: everything ``benchmarks/learning.py`` reports, computed by
-``reinforce-ada compare``'s report and statistics (reinforce_ada/research/compare_report.py, compare_stats.py) from
+``reinforce-ada compare``'s report and statistics (reinforce_ada/research/compare/report.py, stats.py) from
 the JSON rows it writes (``{"rows": [{"task", "strategy", "lr", "seed", "history": [[step, tokens, accuracy],
 ...]}]}`` and the ``_details`` file), so a report can be recomputed without training (``--from-json``).
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from learning_strategies import PAPER_STRATEGIES
-from reinforce_ada.research.compare_report import analyse as compare_analyse
-from reinforce_ada.research.compare_stats import first_crossing, fmt, interpolate, t_interval
-from reinforce_ada.research.compare_stats import steps_ratio as compare_steps_ratio
+from reinforce_ada.research.compare.report import analyse as compare_analyse
+from reinforce_ada.research.compare.stats import first_crossing, fmt, interpolate, t_interval
+from reinforce_ada.research.compare.stats import steps_ratio as compare_steps_ratio
 
 __all__ = ["BUCKETS", "accuracy_at_step", "accuracy_at_tokens", "analyse", "first_crossing", "fmt",
            "plot", "print_report", "steps_ratio", "t_interval"]
@@ -24,7 +24,7 @@ BUCKETS = ((0.0, 0.0, "p=0"), (0.0, 0.25, "0<p<=.25"), (0.25, 0.75, ".25<p<.75")
 """Difficulty buckets by the start model's per-prompt pass rate p: (low, high, label)."""
 
 
-# -- statistics: reinforce_ada.research.compare_stats, on this benchmark's [step, tokens, accuracy] histories -------
+# -- statistics: reinforce_ada.research.compare.stats, on this benchmark's [step, tokens, accuracy] histories -------
 def accuracy_at_tokens(history, budget: float) -> float:
     """Accuracy after ``budget`` generated tokens, linearly interpolated on one run's [step, tokens, accuracy]
     history; a run that generated fewer tokens than ``budget`` counts at its final accuracy."""
@@ -37,7 +37,7 @@ def accuracy_at_step(history, step: float) -> float:
 
 
 def steps_ratio(strategy_runs, grpo_runs, num_boot: int = 2000, seed: int = 0) -> dict:
-    """:func:`reinforce_ada.research.compare_stats.steps_ratio` on [step, tokens, accuracy] histories, its
+    """:func:`reinforce_ada.research.compare.stats.steps_ratio` on [step, tokens, accuracy] histories, its
     ``baseline_steps`` named ``grpo_steps``."""
     def curves(runs):
         return [([h[0] for h in run], [h[2] for h in run]) for run in runs]
@@ -47,7 +47,7 @@ def steps_ratio(strategy_runs, grpo_runs, num_boot: int = 2000, seed: int = 0) -
     return out
 
 
-# -- reporting: compare's report (reinforce_ada.research.compare_report.analyse), GRPO the baseline ---------------
+# -- reporting: compare's report (reinforce_ada.research.compare.report.analyse), GRPO the baseline ---------------
 def analyse(task: str, rows: list[dict], details: dict) -> dict:
     """Every figure the docs report for one task, from the JSON rows (and the details file, when present): compare's
     report at GRPO's token budget (its step seconds are not in these rows), in this benchmark's keys, with the

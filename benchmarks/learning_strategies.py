@@ -1,6 +1,6 @@
 """The strategy table of the learning benchmark (``benchmarks/learning.py``): every strategy it can run, by name,
 as the ``train`` settings that make it, by dotted name: ``reinforce-ada compare``'s named strategies
-(:data:`reinforce_ada.research.compare_strategies.STRATEGIES`) and the variants this benchmark explored.
+(:data:`reinforce_ada.research.compare.strategies.STRATEGIES`) and the variants this benchmark explored.
 
 The paper's three (GRPO, Ada-positive, Ada-balanced) come first; the rest go beyond the paper
 (docs/beyond_the_paper.md) and each carries a comment saying what it tries. A new strategy is one row here.
@@ -8,8 +8,8 @@ The paper's three (GRPO, Ada-positive, Ada-balanced) come first; the rest go bey
 
 from __future__ import annotations
 
-from reinforce_ada.research.compare_strategies import STRATEGIES as COMPARE_STRATEGIES
-from reinforce_ada.research.compare_strategies import STREAM_ONE_AT_A_TIME
+from reinforce_ada.research.compare.strategies import STRATEGIES as COMPARE_STRATEGIES
+from reinforce_ada.research.compare.strategies import STREAM_ONE_AT_A_TIME
 
 PAPER_STRATEGIES = ("grpo", "ada-positive", "ada-balanced")
 

@@ -485,6 +485,15 @@ def test_select_prompts_names_a_missing_model_too(tmp_path, capsys):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_select_prompts_preset_beside_its_own_options_is_refused(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "select-prompts", "--data", str(data), "--tiny", "--preset", "paper-filter", "--max", "0.5",
+                    "-k", "8", "--out", str(tmp_path / "out.jsonl"))
+    assert code == 2 and one_error_line(err) == ("error: --preset paper-filter sets -k, --min and --max; give either "
+                                                 "the preset or -k/--max")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_answer_key_null_means_no_answer_column(tmp_path):
     path = yaml_file(tmp_path, "answer_key: null\ndata: rows.jsonl\nmodel: some/model\n")
     assert load_config(TrainConfig, str(path)).answer_key is None

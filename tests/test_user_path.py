@@ -65,8 +65,21 @@ def test_train_writes_the_run_folder_and_says_where(home):
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     assert f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%" in out
     assert f"run folder: {run.resolve()}" in out
+    assert "\nby difficulty stratum (the start model's pass rate over 16 samples; prompts): " in out
     assert (run / f"checkpoint-{STEPS}" / "model" / "model.safetensors").is_file()
     assert sorted(os.listdir(folder)) == ["runs"]
+    # the strata fixed before training (16 samples of each held-out prompt) and every evaluation's analyses
+    strata = json.loads((run / "strata.json").read_text())
+    assert strata["num_samples"] == 16 and sum(strata["counts"].values()) == HELD_OUT
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluations = [r for r in records if "eval/accuracy" in r]
+    assert [r["step"] for r in evaluations] == [0, STEPS]
+    for record in evaluations:
+        assert [record[f"eval/num_prompts/{name}"] for name in strata["counts"]] == list(strata["counts"].values())
+        assert all(f"eval/accuracy/{name}" in record for name, num in strata["counts"].items() if num)
+        assert record["eval/pass@1"] == record["eval/accuracy"] and "eval/pass@4" in record
+        assert record["eval/entropy"] > 0
+    assert all(r["train/entropy"] > 0 for r in records if "train/loss" in r)
 
 
 def test_eval_on_the_run_uses_its_settings_and_its_held_out_prompts(in_home):
@@ -90,8 +103,17 @@ def test_eval_on_the_run_uses_its_settings_and_its_held_out_prompts(in_home):
     # the same prompts and model as the run's final evaluation: the same accuracy up to sampling noise (the sd of
     # the difference is about 0.04 here)
     assert abs(row["ave@k"] - _summary(run)["accuracy_after"]) < 0.15
+    # Ave@k per stratum (the run's strata.json), the pass@k curve and the entropy
+    strata = json.loads((run / "strata.json").read_text())
+    assert {name: cell["num_prompts"] for name, cell in row["groups"].items()} == strata["counts"]
+    assert list(row["pass_curve"]) == ["1", "2", "4", "8"] and row["pass_curve"]["1"] == pytest.approx(row["ave@k"])
+    assert row["entropy"] > 0 and row["num_tokens"] > 0
+    assert results["strata"].startswith(f"{run / 'strata.json'}: each held-out prompt's pass rate under the start "
+                                        "model from 16 samples")
     code, out = _run("eval", "--model", str(run), "--k", "2")  # the table says which model and prompts it used
     assert code == 0
+    assert "pass@k of held-out (unbiased estimator, from the 2 samples per prompt):" in out
+    assert "Ave@2 of held-out by stratum:" in out and "extremely_hard" in out and "mean token entropy" in out
     assert f"model: {run / f'checkpoint-{STEPS}' / 'model'} (step {STEPS} of run {run})" in out
     assert "settings from the run: max_new_tokens=8" in out
     assert "prompts of held-out: the run's held-out prompts (50 of task arithmetic's test split" in out
@@ -112,6 +134,11 @@ def test_select_prompts_on_the_run_writes_into_the_run_folder(in_home):
     for row in kept:
         a, b = re.fullmatch(r"(\d+)\+(\d+)=", row["prompt"]).groups()
         assert row["answer"] == str(int(a) + int(b))
+    # the paper's hard subset (Table 4): 1 or 2 of 16 correct
+    code, out = _run("select-prompts", str(run), "--limit", "32", "--preset", "paper-hard", "--overwrite")
+    assert code == 0 and "with pass rate in [0.0625, 0.125] (16 samples each, --preset paper-hard)" in out
+    estimates = [json.loads(line) for line in rates.read_text().splitlines()]
+    assert all(e["kept"] == (e["num_positive"] in (1, 2)) and e["num_samples"] == 16 for e in estimates)
 
 
 def test_plot_on_the_run_writes_into_its_plots_folder(in_home):

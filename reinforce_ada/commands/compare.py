@@ -9,9 +9,11 @@ and at its mean step seconds (generation + scoring + update + weight sync), and 
 baseline's final accuracy. A rerun of the same command skips the finished runs and continues the others; the grid,
 the baseline and the best-lr rule are fixed in --out's compare.json by the first run and cannot change afterwards.
 
-Writes into --out: report.md (the tables), report.json (everything in them, per run histories included; schema in
-docs/compare.md), report.png (accuracy against steps, tokens and seconds), runs.jsonl (when each run ran and how it
-ended). Everything a run is given is checked, and the model loaded once, before any run starts.
+Writes into --out: report.md (the verdict in words first -- each strategy ahead, behind or inconclusive at equal
+tokens, steps and seconds, and the seeds an inconclusive one would need -- then the tables, by difficulty stratum and
+pass@k too), report.json (everything in them, per run histories included; schema in docs/compare.md), report.png
+(accuracy against steps, tokens and seconds; per stratum, pass@k, accuracy against entropy; sampling dynamics),
+runs.jsonl (when each run ran and how it ended). Everything a run is given is checked, and the model loaded once, before any run starts.
 
 Example: reinforce-ada compare --strategies grpo ada-balanced stream-mixed --lrs 5e-4 1e-3 --seeds 0 1 2 \\
     --max-steps 40 --eval-steps 4 --out runs/compare
@@ -29,8 +31,8 @@ _COMPARE_DESTS = ("strategies", "lrs", "seeds", "baseline", "best_lr", "out", "p
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from reinforce_ada.commands.train import add_arguments as train_arguments
-    from reinforce_ada.research.compare_report import BEST_LR_RULES
-    from reinforce_ada.research.compare_strategies import STRATEGIES
+    from reinforce_ada.research.compare.report import BEST_LR_RULES
+    from reinforce_ada.research.compare.strategies import STRATEGIES
 
     group = p.add_argument_group("the comparison")
     group.add_argument("--strategies", nargs="+", required=True, metavar="STRATEGY",
@@ -89,7 +91,7 @@ def _option_parser():
 
 def _grid_from_arguments(args: argparse.Namespace):
     from reinforce_ada.research.compare import make_grid
-    from reinforce_ada.research.compare_strategies import STRATEGIES, parse_strategy
+    from reinforce_ada.research.compare.strategies import STRATEGIES, parse_strategy
 
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")

@@ -4,7 +4,9 @@ It takes a run folder, a checkpoint or a model folder (:func:`reinforce_ada.runs
 data sources (``task:NAME`` for a built-in task's test split, anything else through
 ``reinforce_ada.data.load_prompts``; for a run without ``--data``, the run's own held-out prompts), checks every prompt
 fits the model's context before loading the weights, runs :func:`reinforce_ada.evaluation.evaluate` and prints a table
-or JSON saying which model, settings and prompts it used. A run's own settings (``max_new_tokens``, ``temperature``,
+or JSON saying which model, settings and prompts it used: Ave@k, pass@1 and pass@k, the pass@k curve (k = 1, 2, 4, ...
+up to ``--k``), on a run's own held-out prompts their Ave@k per difficulty stratum (the strata the run fixed before
+training, ``strata.json``), and with the ``hf`` backend the policy's mean token entropy on the samples. A run's own settings (``max_new_tokens``, ``temperature``,
 ``top_p``, chat template, verifier, prompt-file keys) are the defaults.
 """
 
@@ -89,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
     if "held_out" in changed:
         described["held-out"] = (f"the run's held-out file as it is now ({len(datasets['held-out'])} of "
                                  f"{source.config.eval_data}; changed since the run measured its eval/accuracy)")
+    groups, strata_line = _strata_groups(source, datasets)  # a damaged strata.json is named before the weights load
     generator = generator_for_folder(source.model_dir, {f"{name} prompt": rows for name, rows in datasets.items()},
                                      backend=args.backend, seed=args.seed, **settings)
     threshold = source.config.positive_threshold if source.config is not None else 0.5
     from reinforce_ada.training.guards import check_verifier_failures, watched_with_timeout
 
+    entropy = _entropy_meter(generator, settings) if args.backend == "hf" else None
     timeout = source.config.verifier_timeout if source.config is not None else None  # the run's, as it trained
     if timeout:
         from_run.append(f"verifier_timeout={timeout:g}")
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         verifier.start_window()
     try:
         results = evaluate(generator, watched, datasets, args.k, out_jsonl=args.out, batch_size=args.batch_size,
-                           threshold=threshold, progress=not args.json)
+                           threshold=threshold, progress=not args.json, groups=groups, entropy=entropy)
     finally:
         generator.close()  # a vLLM engine: shut down
         for verifier in watched.values():
@@ -113,6 +117,13 @@ def run(args: argparse.Namespace) -> int:
         check_verifier_failures(f"eval of {data}", row["num_verifier_failures"], row["num_samples"], limit,
                                 watched[data], "Such an accuracy would measure the verifier, not the model, so eval "
                                                "reports none.")
+    from reinforce_ada.difficulty import STRATA
+
+    for row in results["datasets"].values():  # the strata hardest first, every one named
+        if "groups" in row:
+            row["groups"] = {name: row["groups"].get(name, {"num_prompts": 0, "ave@k": None}) for name in STRATA}
+    if strata_line:
+        results["strata"] = strata_line
     if changed:
         results["inputs_changed"] = list(changed.values())
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
@@ -129,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"prompts of {name}: {text}")
     print(f"k={args.k}, temperature={settings['temperature']}, top_p={settings['top_p']}, "
           f"max_new_tokens={settings['max_new_tokens']}")
+    if strata_line:
+        print(f"strata: {strata_line}")
+    if entropy is None:
+        print("entropy: not measured (it needs the model's logits: --generator hf)")
     print(format_results(results))
     if args.out:
         print(f"wrote {Path(args.out).resolve()}")
@@ -214,3 +229,35 @@ def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str,
              f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}")
     return (prompts, verifier or run_verifier_name(cfg, task),
             f"the run's held-out prompts ({len(prompts)} of {where}, as its eval/accuracy)")
+
+
+def _strata_groups(source: Any, datasets: dict[str, list[Prompt]]) -> tuple[dict[str, Any] | None, str]:
+    """For the run's own held-out prompts, each prompt's difficulty stratum (the run's ``strata.json``) and a line
+    saying where the strata come from; ``(None, "")`` when they do not apply (other data, a run without strata)."""
+    from reinforce_ada.difficulty import STRATA_FILE, Strata, describe
+
+    if "held-out" not in datasets or source.run_dir is None or not (source.run_dir / STRATA_FILE).is_file():
+        return None, ""
+    strata = Strata.read(source.run_dir / STRATA_FILE)
+    lookup = strata.lookup()
+    missing = sum(lookup(p) is None for p in datasets["held-out"])
+    line = (f"{source.run_dir / STRATA_FILE}: each held-out prompt's pass rate under the start model from "
+            f"{strata.num_samples} samples ({describe(strata.bounds)})"
+            + (f"; {missing} of these prompts are not among them and are in no stratum" if missing else ""))
+    return {"held-out": lookup}, line
+
+
+def _entropy_meter(generator: Any, settings: dict[str, Any]) -> Any:
+    """The ``hf`` generator's model measuring the token entropy of its samples (at the sampling temperature)."""
+    from reinforce_ada.generation.prompting import encode_prompt
+    from reinforce_ada.training.update import token_entropy
+
+    model, tokenizer = generator.model, generator.tokenizer
+    device = next(model.parameters()).device
+
+    def meter(prompts, outputs):
+        rows = [(encode_prompt(tokenizer, p, settings["use_chat_template"]), c)
+                for p, completions in zip(prompts, outputs) for c in completions]
+        return token_entropy(model, rows, generator.pad_token_id, settings["temperature"], 16, device)
+
+    return meter

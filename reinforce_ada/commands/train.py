@@ -45,7 +45,29 @@ def run(args: argparse.Namespace) -> int:
         note = "" if changed is None else (f" (not comparable: the held-out prompts were replaced at step {changed}, "
                                            f"--force-resume-changes)")
         print(f"held-out sampled accuracy: {100 * before:.1f}% -> {100 * after:.1f}%{note}")
+        strata = _by_stratum(Path(config.output_dir)) if changed is None else ""
+        if strata:
+            print(strata)
     print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
           f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
     print(f"run folder: {Path(config.output_dir).resolve()}")
     return 0
+
+
+def _by_stratum(folder: Path) -> str:
+    """The run's first and last held-out accuracy per difficulty stratum, in one line ("" without strata)."""
+    import json
+
+    from reinforce_ada import analyses
+    from reinforce_ada.difficulty import STRATA_FILE
+
+    if not (folder / STRATA_FILE).is_file():
+        return ""
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    last = next(r for r in reversed(records) if "eval/accuracy" in r)
+    counts = {k.removeprefix("eval/num_prompts/"): int(v) for k, v in last.items() if k.startswith("eval/num_prompts/")}
+    parts = [f"{name} {100 * values[0]:.1f}% -> {100 * values[-1]:.1f}% ({counts.get(name, 0)})"
+             for name, (_, values) in analyses.strata_series(records).items()]
+    samples = json.loads((folder / STRATA_FILE).read_text())["num_samples"]
+    return (f"by difficulty stratum (the start model's pass rate over {samples} samples; prompts): " + ", ".join(parts)
+            if parts else "")

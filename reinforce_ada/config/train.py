@@ -219,7 +219,16 @@ class TrainConfig:
     eval_prompts: int | None = None
     """Held-out prompts for sampled accuracy. Model-dependent default: 200 for tiny, 8 otherwise."""
     eval_samples: int = 4
-    """Samples per held-out prompt (accuracy is the mean over all of them)."""
+    """Samples per held-out prompt (accuracy is the mean over all of them; ``eval/pass@k`` for k up to this)."""
+    eval_strata_samples: int = 16
+    """Samples per held-out prompt drawn once, before training, to fix each prompt's difficulty stratum by the start
+    model's pass rate (the paper's Table 5: extremely_hard 0, hard, medium, easy; ``strata.json``); every evaluation
+    then logs ``eval/accuracy/<stratum>``. Drawn apart from training (the random generators are restored after), so
+    it changes no training result. 0: no strata."""
+    eval_strata_hard_max: float = 0.2
+    """Highest pass rate of the *hard* stratum, (0, this] (the paper's 0.2)."""
+    eval_strata_medium_max: float = 0.5
+    """Highest pass rate of the *medium* stratum (the paper's 0.5); above it, *easy*."""
     report_to: str = "none"
     """Extra metric sinks besides metrics.jsonl: ``none``, ``tensorboard`` or ``wandb``."""
     sft_max_steps: int = 4000
@@ -242,7 +251,7 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer (got {value!r})")
         for name in ("save_steps", "eval_steps", "warmup_steps", "mini_batch_size", "eval_prompts", "sft_max_steps",
-                     "num_threads", "task_train_prompts"):
+                     "num_threads", "task_train_prompts", "eval_strata_samples"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer (got {value!r})")
@@ -254,6 +263,9 @@ class TrainConfig:
         if not 0 < self.sft_target_accuracy <= 1:
             raise ConfigError(f"sft_target_accuracy must be in (0, 1] (got {self.sft_target_accuracy}): it is a "
                               "held-out accuracy the warm start stops at")
+        if not 0 < self.eval_strata_hard_max < self.eval_strata_medium_max < 1:
+            raise ConfigError(f"need 0 < eval_strata_hard_max < eval_strata_medium_max < 1 (got "
+                              f"{self.eval_strata_hard_max}, {self.eval_strata_medium_max}): the strata's pass rates")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1] (got {self.top_p})")
         if not 0 <= self.clip_ratio_low < 1 or self.clip_ratio_high < 0:

@@ -11,7 +11,9 @@ content hash of :mod:`reinforce_ada.sampling.memory` -- ``pass_rate``, ``num_sam
 :meth:`PassRateMemory.seed_from_file` reads to seed the cross-step memory.
 
 Command line: ``reinforce-ada select-prompts --data prompts.jsonl --model PATH --verifier math -k 16
---min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``. Given a run (``select-prompts RUN``, or
+--min 0.0625 --max 0.9375 --out selected.jsonl --pass-rates rates.jsonl``, or a preset of the paper's
+(:data:`PRESETS`): ``--preset paper-filter`` (its training filter: 16 samples, drop prompts with none correct or a pass
+rate above 0.375) and ``--preset paper-hard`` (its hard subset, Table 4: 1 or 2 of 16 correct). Given a run (``select-prompts RUN``, or
 one of its checkpoints) it defaults to the run's own model, training prompts, verifier, ``max_new_tokens``, chat
 template and seed, and writes ``selected_prompts.jsonl`` and ``pass_rates.jsonl`` into the run folder.
 """
@@ -132,6 +134,18 @@ DEFAULT_DEAD_AFTER_S = 60.0
 TASK_PROMPTS = 256
 """How many prompts of a task's train split ``--data task:NAME`` draws unless ``--limit`` says."""
 
+SELECT_RANGE = {"num_samples": 16, "low": 1 / 16, "high": 15 / 16}
+"""``-k``, ``--min`` and ``--max`` when neither they nor a preset are given."""
+
+PRESETS = {
+    "paper-filter": ({"num_samples": 16, "low": 1 / 16, "high": 0.375},
+                     "the paper's training filter (arXiv 2510.04996v3, Sec. 4): 16 samples per prompt, prompts with "
+                     "none correct or a pass rate above 0.375 dropped (keeps 1-6 of 16)"),
+    "paper-hard": ({"num_samples": 16, "low": 1 / 16, "high": 2 / 16},
+                   "the paper's hard subset (Table 4): prompts with 1 or 2 of 16 samples correct"),
+}
+"""Named selections: ``(-k, --min, --max)`` and what they are."""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``reinforce-ada select-prompts`` (registered in :mod:`reinforce_ada.cli`)."""
@@ -164,9 +178,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None,
                    help=f"task:NAME: how many prompts to draw (default {TASK_PROMPTS}); a file: its first N rows")
     p.add_argument("--verifier", default=None, help="verifier name (default: the run's, else a task's own, else math)")
-    p.add_argument("-k", "--num-samples", type=int, default=16, help="samples per prompt (default: %(default)s)")
-    p.add_argument("--min", dest="low", type=float, default=1 / 16, help="lowest pass rate kept (default: 1/16)")
-    p.add_argument("--max", dest="high", type=float, default=15 / 16, help="highest pass rate kept (default: 15/16)")
+    p.add_argument("-k", "--num-samples", type=int, default=None, help="samples per prompt (default: 16)")
+    p.add_argument("--min", dest="low", type=float, default=None, help="lowest pass rate kept (default: 1/16)")
+    p.add_argument("--max", dest="high", type=float, default=None, help="highest pass rate kept (default: 15/16)")
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="-k, --min and --max of the paper: "
+                        + "; ".join(f"{name}: {text}" for name, (_, text) in PRESETS.items())
+                        + " (instead of -k/--min/--max)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="(default: the run's, else 1024)")
     p.add_argument("--temperature", type=float, default=None, help="(default: the run's, else 1.0)")
     p.add_argument("--no-chat-template", dest="use_chat_template", action="store_const", const=False, default=None,
@@ -189,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
     from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
     from reinforce_ada.runs.source import model_from_arguments, run_defaults
 
+    _resolve_range(args)
     if args.num_samples <= 0:
         raise UsageError("-k/--num-samples must be positive")
     if not 0.0 <= args.low <= args.high <= 1.0:
@@ -258,9 +277,23 @@ def run(args: argparse.Namespace) -> int:
     if pass_rates:
         write_pass_rates(pass_rates, estimates)
     print(f"kept {len(kept)} of {len(estimates)} prompts with pass rate in [{args.low:.4g}, {args.high:.4g}] "
-          f"({args.num_samples} samples each); wrote {Path(out).resolve()}"
+          f"({args.num_samples} samples each" + (f", --preset {args.preset}" if args.preset else "")
+          + f"); wrote {Path(out).resolve()}"
           + (f" and {Path(pass_rates).resolve()}" if pass_rates else ""))
     return 0
+
+
+def _resolve_range(args: argparse.Namespace) -> None:
+    """``-k``, ``--min`` and ``--max`` from ``--preset`` (refused beside any of them) or the defaults."""
+    given = [flag for flag, dest in (("-k", "num_samples"), ("--min", "low"), ("--max", "high"))
+             if getattr(args, dest) is not None]
+    if args.preset is not None and given:
+        raise UsageError(f"--preset {args.preset} sets -k, --min and --max; give either the preset or "
+                         f"{'/'.join(given)}")
+    values = PRESETS[args.preset][0] if args.preset is not None else SELECT_RANGE
+    for dest, value in values.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
 
 
 def _outputs(args: argparse.Namespace, source) -> tuple[str, str]:

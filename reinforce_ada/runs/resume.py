@@ -63,6 +63,8 @@ class StartState:
     """Why a resumed run has nothing to do (a finished run without more steps); it then changes nothing."""
     data_changed: bool = False
     """Forced onto other training data (``force_resume_changes``): the stream starts a new epoch's order."""
+    strata: dict[str, Any] | None = None
+    """The held-out prompts' difficulty strata the run fixed before training (``None``: none, or a fresh start)."""
 
     # -- before the model loads, and once it has -----------------------------------------------------------------
     def check_inputs(self, config: Any, fingerprints: dict[str, dict[str, Any]]) -> None:
@@ -108,6 +110,7 @@ class StartState:
         self.accuracy_before = state["accuracy_before"]
         self.accuracy_history = [tuple(x) for x in state["accuracy_history"]]
         self.warm_start = state.get("warm_start")
+        self.strata = state.get("strata")
         position = dict(state["stream"])
         if self.data_changed:  # forced onto other data: the old order means nothing; a new epoch starts
             position["position"] = min(position["position"], len(stream.prompts))

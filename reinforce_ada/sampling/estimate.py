@@ -29,7 +29,7 @@ the presets of :mod:`reinforce_ada.research.compare_strategies` reproduce that b
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -41,13 +41,9 @@ from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verif
 from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Prompt, PromptPool, SampledBatch
 
-__all__ = ["EstSampler", "P_HAT_BINS", "est_memory"]
+__all__ = ["EstSampler", "est_memory"]
 
 logger = logging.getLogger(__name__)
-
-P_HAT_BINS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
-"""The estimated-pass-rate bins of the ``samples_by_p_hat/<lo>-<hi>`` metrics (samples per prompt in each bin)."""
-
 
 def est_memory(config: SamplerConfig) -> PassRateMemory:
     """Est's memory: prior Beta(``est.prior_alpha``, ``est.prior_beta``), decayed per visit by ``est.decay``, never
@@ -104,25 +100,8 @@ class EstSampler(PoolSampler):
         batch.metrics["num_failed_samples"] = float(num_failed)
         batch.metrics["budget"] = float(budget)
         batch.metrics.update(allocation_summary(counts, p_hat))
-        batch.metrics.update(samples_by_p_hat(counts, p_hat))
-        remember_pools(self.memory, prompts, pools)  # type: ignore[arg-type]
+        # the memory takes the visit in; the metrics say where the samples went by p_hat (sampling/by_pass_rate/*)
+        batch.metrics.update(remember_pools(self.memory, prompts, pools))  # type: ignore[arg-type]
         batch.metrics["memory_prompts"] = float(len(self.memory))  # type: ignore[arg-type]
         return batch
 
-
-def samples_by_p_hat(counts: np.ndarray, p_hat: np.ndarray) -> dict[str, float]:
-    """Mean samples per prompt in each :data:`P_HAT_BINS` bin that holds a prompt this step (``plot`` draws them
-    against the estimated pass rate), and the prompts in it.
-
-    >>> samples_by_p_hat(np.array([12, 4]), np.array([0.05, 0.6]))["samples_by_p_hat/0.00-0.10"]
-    12.0
-    """
-    out: dict[str, Any] = {}
-    edges = P_HAT_BINS
-    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-        last = i == len(edges) - 2
-        inside = (p_hat >= lo) & ((p_hat <= hi) if last else (p_hat < hi))
-        if inside.any():
-            out[f"samples_by_p_hat/{lo:.2f}-{hi:.2f}"] = float(np.asarray(counts)[inside].mean())
-            out[f"prompts_by_p_hat/{lo:.2f}-{hi:.2f}"] = float(inside.sum())
-    return out

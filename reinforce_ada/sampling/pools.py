@@ -11,7 +11,8 @@ The samplers differ only in *when* they ask for samples; what happens to a score
   generator (its state is the sampler's checkpoint state).
 * :func:`build_batch` -- advantages (whole-pool statistics), weights and the step's metrics;
   :func:`select_and_build` is selection then :func:`build_batch`.
-* :func:`remember_pools`, :func:`finish_budget_step` -- after a step: the pass-rate memory and budget metrics.
+* :func:`remember_pools`, :func:`finish_budget_step` -- after a step: the pass-rate memory (and the step's samples by
+  its estimate) and budget metrics.
 * :class:`PoolSampler` -- what the round-based and the streaming sampler hold in common (config, verifier, memory,
   selector, ``rng``, ``state_dict``).
 """
@@ -30,8 +31,8 @@ from reinforce_ada.sampling.protocols import GenerationRequest, PromptSource, Ve
 from reinforce_ada.sampling.scoring import score_outputs
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
-__all__ = ["GroupSelector", "PoolSampler", "add_scored", "build_batch", "check_exit", "finish_budget_step",
-           "remember_pools", "score_into_pools", "select_and_build", "weigh_advantages"]
+__all__ = ["PASS_RATE_BINS", "GroupSelector", "PoolSampler", "add_scored", "build_batch", "check_exit",
+           "finish_budget_step", "remember_pools", "score_into_pools", "select_and_build", "weigh_advantages"]
 
 
 def add_scored(pool: PromptPool, completion: Completion, reward: float | None, on_failure: str) -> float | None:
@@ -174,14 +175,35 @@ def finish_budget_step(batch: SampledBatch, budget: int, group_size: int, num_sk
     })
 
 
-def remember_pools(memory: PassRateMemory, prompts: Sequence[Prompt], pools: dict[PromptId, PromptPool]) -> None:
+PASS_RATE_BINS = (0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""The bins of the memory's pass-rate estimate that :func:`remember_pools` reports the step's samples by (finer below
+0.2, where Reinforce-Ada-Est's budget goes)."""
+
+
+def remember_pools(memory: PassRateMemory, prompts: Sequence[Prompt],
+                   pools: dict[PromptId, PromptPool]) -> dict[str, float]:
     """After a step: every pool that holds scored completions into the cross-step pass-rate memory, then one tick of
-    its clock (the streaming sampler and budget mode share this)."""
+    its clock (the streaming sampler and budget mode share this). Returns where the step's samples went by the
+    memory's estimate before this update (the estimate the step was sampled with): for each bin of
+    :data:`PASS_RATE_BINS` holding a prompt, and ``unseen`` for prompts the memory had no record of,
+    ``by_pass_rate/<low>-<high>/num_prompts`` and ``.../num_samples``."""
+    metrics: dict[str, float] = {}
+    for prompt in prompts:
+        if prompt in memory:
+            rate = memory.pass_rate(prompt)
+            i = min(int(np.searchsorted(PASS_RATE_BINS, rate, side="right")) - 1, len(PASS_RATE_BINS) - 2)
+            label = f"{PASS_RATE_BINS[i]:.1f}-{PASS_RATE_BINS[i + 1]:.1f}"
+        else:
+            label = "unseen"
+        metrics[f"by_pass_rate/{label}/num_prompts"] = metrics.get(f"by_pass_rate/{label}/num_prompts", 0.0) + 1
+        metrics[f"by_pass_rate/{label}/num_samples"] = (metrics.get(f"by_pass_rate/{label}/num_samples", 0.0)
+                                                       + pools[prompt.prompt_id].num_drawn)
     for prompt in prompts:
         pool = pools[prompt.prompt_id]
         if pool.count:
             memory.update(prompt, pool.num_positive, pool.num_negative)
     memory.advance()
+    return metrics
 
 
 def safe_div(a: float, b: float) -> float:

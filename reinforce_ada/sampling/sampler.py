@@ -109,7 +109,7 @@ class AdaptiveSampler(PoolSampler):
         batch.metrics["num_failed_samples"] = float(num_failed_samples)
         if budget is not None:
             finish_budget_step(batch, budget, cfg.group_size, num_skipped)
-            remember_pools(self.memory, prompts, pools)  # type: ignore[arg-type]
+            batch.metrics.update(remember_pools(self.memory, prompts, pools))  # type: ignore[arg-type]
             batch.metrics["memory_prompts"] = float(len(self.memory))  # type: ignore[arg-type]
         return batch
 

@@ -396,5 +396,5 @@ class StreamingScheduler:
             "num_submitted": float(self.num_submitted),
         })
         if memory is not None:
-            remember_pools(memory, [s.prompt for s in self.states.values()], pools)
+            batch.metrics.update(remember_pools(memory, [s.prompt for s in self.states.values()], pools))
         return batch

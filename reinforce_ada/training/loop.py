@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.data.stream import PromptStream
+from reinforce_ada.difficulty import STRATA_FILE, Strata
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.generation.prompting import encode_prompt
 from reinforce_ada.runs.checkpoint import add_final_evaluation, jsonable, save_checkpoint, write_checkpoint
@@ -44,7 +45,8 @@ from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_optimizer,
                                           reference_model, resolve_device, seed_everything, trainer_generator,
                                           wrap_lora)
-from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences
+from reinforce_ada.training.held_out import evaluation_metrics, fix_strata
+from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences, token_entropy
 from reinforce_ada.types import Prompt
 from reinforce_ada.verifiers.registry import verifier_stats
 
@@ -143,6 +145,9 @@ class Trainer:
         self.accuracy_before = start.accuracy_before
         self.accuracy_history = start.accuracy_history
         self.warm_start_info = start.warm_start if start.warm_start is not None else warm_start
+        # the difficulty strata, fixed before the first evaluation of a fresh run; a resumed run keeps its own
+        self.strata = Strata.from_json(start.strata, f"{start.checkpoint}") if start.strata else None
+        self._uncounted: dict[str, int] = {}  # verifier counts of the strata's samples, kept out of verifier/*
         self.nothing_to_do = start.nothing_to_do  # a finished run resumed with no more steps changes nothing
 
     # -- training ---------------------------------------------------------------------------------------------------
@@ -177,6 +182,10 @@ class Trainer:
         cfg = self.config
         self.start.open_folder(cfg)  # the start recorded; metrics.jsonl cut back to the start's step
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg))
+        if self.step == 0 and self.strata is None and cfg.eval_strata_samples and self.eval_prompts:
+            self.strata = self._fix_strata()
+        if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
+            write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
         if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
             accuracy = self.evaluate()
             self.accuracy_history.append((self.step, accuracy))
@@ -324,8 +333,10 @@ class Trainer:
     # -- evaluation -------------------------------------------------------------------------------------------------
     def evaluate(self) -> float:
         """Held-out sampled accuracy: the share of ``eval_samples`` samples per prompt that are positive, sampled
-        from the weights being trained (the generator is synced first); its metrics, with an engine's
-        rollout/trainer mismatch on these samples, are kept in :attr:`eval_metrics`.
+        from the weights being trained (the generator is synced first); its metrics -- with the accuracy per
+        difficulty stratum, the pass@k curve and the policy's token entropy on these samples
+        (:func:`~reinforce_ada.training.held_out.evaluation_metrics`), and an engine's rollout/trainer mismatch --
+        are kept in :attr:`eval_metrics`.
 
         Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them, or
         when the engine's log-probabilities show it sampled from other weights (the training steps' check)."""
@@ -336,14 +347,26 @@ class Trainer:
                                   self.config.positive_threshold)
         check_verifier_failures(where, counts.num_verifier_failures, counts.num_samples,
                                 self.config.max_verifier_failure_rate, self.verifier)
+        rows = [(self._prompt_token_ids(p), c) for p, outputs in zip(self.eval_prompts, counts.outputs)
+                for c in outputs]
         mismatch = {}
         if self.config.generator != "hf":  # an engine with weights of its own: it sampled from the model's?
-            rows = [(self._prompt_token_ids(p), c) for p, outputs in zip(self.eval_prompts, counts.outputs)
-                    for c in outputs]
             mismatch = evaluation_mismatch(self.model, rows, self.tokenizer.pad_token_id, self.config, self.device,
                                            where)
-        self.eval_metrics = {"eval/accuracy": counts.accuracy, **mismatch}
+        entropy = token_entropy(self.model, rows, self.tokenizer.pad_token_id, self.config.temperature,
+                                self.config.micro_batch_size, self.device)
+        strata = self.strata.of(self.eval_prompts) if self.strata is not None else None
+        self.eval_metrics = {"eval/accuracy": counts.accuracy, **mismatch,
+                             **evaluation_metrics(counts, self.config.eval_samples, strata, entropy)}
         return counts.accuracy
+
+    def _fix_strata(self) -> Strata:
+        """Before training: the held-out prompts' difficulty strata under the start model (:func:`fix_strata`:
+        drawn apart from training's random streams, their verifier counts kept out of ``verifier/*``), written to
+        ``strata.json``."""
+        strata, self._uncounted = fix_strata(self.generator, self.verifier, self.eval_prompts, self.config)
+        write_atomic(self.output_dir / STRATA_FILE, json.dumps(strata.to_json(), indent=1))
+        return strata
 
     def close(self) -> None:
         """Release the generator (a vLLM engine and the checkpoint folder it was built from) and the run folder;
@@ -359,13 +382,14 @@ class Trainer:
     def _verifier_counters(self) -> dict[str, int]:
         """The verifier's running counters over the whole run (those before this start included)."""
         offset = self.start.verifier_offset
-        return {k: v + offset.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
+        return {k: v + offset.get(k, 0) - self._uncounted.get(k, 0) for k, v in verifier_stats(self.verifier).items()}
 
     def _write_checkpoint(self, folder: Path, written: list[Path]) -> None:
         state = {"step": self.step, "totals": self.totals, "accuracy_before": self.accuracy_before,
                  "accuracy_history": self.accuracy_history, "stream": self.stream.state_dict(),
                  "sampler": jsonable(self.sampler.state_dict()), "warm_start": self.warm_start_info,
                  "verifier_stats": self._verifier_counters(), "data": self.inputs["data"],
+                 "strata": self.strata.to_json() if self.strata is not None else None,
                  "inputs": {k: v for k, v in self.inputs.items() if k != "data"},
                  "config": asdict(self.config)}
         write_checkpoint(folder, written, self.model, self.tokenizer, self.update.optimizer, self.update.scheduler,

@@ -4,7 +4,8 @@
    mask over completion tokens, the batch's advantages (and importance weights, in budget mode) and the generator's
    log-probabilities of the completion tokens (NaN where it gave none);
 2. :func:`token_logprobs` gives each token's log-probability under a model at the sampling temperature (and
-   optionally the entropies of the same distributions);
+   optionally the entropies of the same distributions: every step logs ``train/entropy``, the held-out evaluation
+   ``eval/entropy`` through :func:`token_entropy`);
 3. :class:`PolicyUpdate` holds the model, its optimizer and learning-rate schedule (and the KL term's reference): one
    call runs ``ppo_epochs`` passes of mini-batches of the config's policy loss
    (:data:`reinforce_ada.core.losses.POLICY_LOSSES`, PPO-clip by default) plus its entropy and KL terms
@@ -96,9 +97,12 @@ def padded(rows: list[tuple[list[int], Completion]], pad_token_id: int | None, l
     return input_ids, attention, response_mask, rollout if has_rollout else None
 
 
-def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False):
+def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False,
+                   entropy_grad: bool = True):
     """Log-probabilities ``(B, L)`` of each token given its prefix (position 0 gets 0), at the sampling
-    temperature, and optionally the entropies of the same distributions."""
+    temperature, and optionally the entropies ``(B, L)`` of the same distributions: ``H_t = log Z_t - sum_v p_tv
+    z_tv`` for the distribution that produced token ``t``. ``entropy_grad=False`` measures the entropy without
+    gradients (a metric, not a loss term: no graph is kept for it)."""
     import torch
 
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
@@ -108,9 +112,41 @@ def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature:
     logprobs = torch.nn.functional.pad(token_logits - log_norm, (1, 0))  # (B, L)
     entropy = None
     if with_entropy:
-        probs = torch.softmax(logits, dim=-1)
-        entropy = torch.nn.functional.pad(log_norm - (probs * logits).sum(-1), (1, 0))
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            scaled, norm = (logits, log_norm) if entropy_grad else (logits.detach(), log_norm.detach())
+            probs = torch.softmax(scaled, dim=-1)
+            entropy = torch.nn.functional.pad(norm - (probs * scaled).sum(-1), (1, 0))
     return logprobs, entropy
+
+
+def token_entropy(model: Any, rows: list[tuple[list[int], Completion]], pad_token_id: int | None, temperature: float,
+                  micro_batch_size: int, device: Any) -> tuple[float, int]:
+    """The policy's entropy over sampled completions (``(prompt ids, completion)`` rows): ``(sum over every
+    completion token of the entropy of the model's next-token distribution there, at the sampling temperature; the
+    number of those tokens)``, without gradients, in micro-batches. The held-out evaluation's ``eval/entropy`` is
+    their ratio."""
+    import torch
+
+    rows = [(p, c) for p, c in rows if len(c.token_ids) > 0]
+    if not rows:
+        return 0.0, 0
+    length = max(len(p) + len(c.token_ids) for p, c in rows)
+    input_ids, attention, response_mask, _ = padded(rows, pad_token_id, length)
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(rows), micro_batch_size):
+                sl = slice(start, start + micro_batch_size)
+                _, entropy = token_logprobs(model, input_ids[sl].to(device), attention[sl].to(device), temperature,
+                                            with_entropy=True)
+                mask = response_mask[sl].to(device)  # (b, L)
+                total += float((entropy * mask).sum())
+                count += int(mask.sum())
+    finally:
+        model.train(was_training)
+    return total, count
 
 
 def no_grad_logprobs(model: Any, seq: SequenceBatch, cfg: TrainConfig, device: Any) -> Any:
@@ -180,8 +216,9 @@ class PolicyUpdate:
                     input_ids, attention = self._on_device(seq.input_ids[micro]), self._on_device(
                         seq.attention_mask[micro])
                     mask = self._on_device(seq.response_mask[micro])
+                    # the entropy is always measured (train/entropy); it has gradients only as a loss term
                     logprobs, entropy = token_logprobs(model, input_ids, attention, cfg.temperature,
-                                                       with_entropy=cfg.entropy_coef > 0)
+                                                       with_entropy=True, entropy_grad=cfg.entropy_coef > 0)
                     old = logprobs.detach() if old_logprobs is None else self._on_device(old_logprobs[micro])
                     token_weights = None
                     if rollout is not None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from reinforce_ada import cli
-from reinforce_ada.research.compare_report import analyse
-from reinforce_ada.research.compare_stats import t_interval
+from reinforce_ada.research.compare.report import analyse
+from reinforce_ada.research.compare.stats import t_interval
 
 TINY = ["--max-steps", "3", "--eval-steps", "1", "--eval-prompts", "8", "--batch-size", "8", "--num-threads", "1"]
 
@@ -52,6 +53,18 @@ def test_a_small_grid_end_to_end_and_its_report_matches_the_run_folders(tmp_path
         assert (config["strategy"], config["max_steps"], config["batch_size"]) == (name.split("-lr")[0], 3, 8)
     report = json.loads((out / "report.json").read_text())
     assert (out / "report.png").exists() and (out / "report.md").read_text() in stdout
+    # the verdict first, then where it lands: per stratum (each seed's runs share their strata) and pass@k
+    text = (out / "report.md").read_text()
+    assert text.startswith("## Verdict\n") and "- **ada-balanced (lr " in text
+    assert "## By difficulty stratum" in text
+    assert re.search(r"\| ada-balanced \| (extremely_hard|hard|medium|easy) \| ", text)
+    assert "| at equal steps (3) | pass@1 | pass@2 | pass@4 | entropy |" in text
+    for run in report["runs"]:
+        strata = json.loads((out / f"{run['strategy']}-lr{run['lr']:g}-seed{run['seed']}" / "strata.json").read_text())
+        assert run["strata"]["counts"] == strata["counts"] and len(run["evals"]["eval/entropy"]) == 4
+    digests = {(r["seed"], r["strata"]["digest"]) for r in report["runs"]}
+    assert len(digests) == 2  # one assignment per seed, whatever the strategy and lr
+    assert report["strategies"]["ada-balanced"]["breakdown"]["strata"]["seeds_with_other_strata"] == []
 
     runs = {name: history_from_folder(out / name) for name in names}
     # the baseline's best lr: its highest mean final accuracy; its budgets: mean totals at that lr

@@ -59,7 +59,8 @@ def test_the_memory_moves_the_budget_to_prompts_believed_hard():
     batch = sampler.sample(prompts)
     assert generator.calls[-1] == [("hard", 11), ("easy", 5)]
     assert batch.metrics["alloc_max"] == 11 and batch.metrics["alloc_min"] == 5
-    assert batch.metrics["samples_by_p_hat/0.10-0.25"] == 11 and batch.metrics["samples_by_p_hat/0.75-1.00"] == 5
+    assert batch.metrics["by_pass_rate/0.2-0.4/num_samples"] == 11  # by the estimate the step was sampled with
+    assert batch.metrics["by_pass_rate/0.8-1.0/num_samples"] == 5
     # the second visit decays the first: N_tot = 0.9 * 8 + 11
     assert sum(sampler.memory.evidence(prompt_key(prompts[0]))) == pytest.approx(0.9 * 8 + 11)
 

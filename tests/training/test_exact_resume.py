@@ -75,6 +75,30 @@ def test_a_run_killed_at_a_checkpoint_and_resumed_equals_the_uninterrupted_run(t
     assert_same(whole, resumed(tmp_path / "cut", 4, **settings), tmp_path / "whole", tmp_path / "cut")
 
 
+def test_a_resumed_run_keeps_its_strata_and_their_metrics(tmp_path, monkeypatch):
+    """The difficulty strata are fixed once, before training: a resumed run reads them from its checkpoint (even
+    with strata.json gone) instead of drawing them again, and every evaluation's per-stratum accuracy, pass@k and
+    entropy equal the uninterrupted run's, bit for bit."""
+    from reinforce_ada.training import loop
+
+    run(tmp_path / "whole", 4)
+    shutil.copytree(tmp_path / "whole", tmp_path / "cut")
+    shutil.rmtree(tmp_path / "cut" / "checkpoint-4")
+    (tmp_path / "cut" / "summary.json").unlink()
+    (tmp_path / "cut" / "strata.json").unlink()
+    monkeypatch.setattr(loop, "fix_strata", lambda *a: pytest.fail("a resumed run drew its strata again"))
+    resumed(tmp_path / "cut", 4)
+    assert (tmp_path / "cut" / "strata.json").read_text() == (tmp_path / "whole" / "strata.json").read_text()
+
+    def evaluations(folder):
+        lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k.startswith("eval/")} for r in lines if "eval/accuracy" in r]
+
+    whole = evaluations(tmp_path / "whole")
+    assert whole == evaluations(tmp_path / "cut") and len(whole) == 3  # steps 0, 2, 4
+    assert all("eval/num_prompts/hard" in r and "eval/pass@2" in r and "eval/entropy" in r for r in whole)
+
+
 @pytest.mark.fault("--resume --max-steps beyond a finished run",
                    "the final evaluation kept; bit-identical to the longer uninterrupted run")
 @pytest.mark.parametrize("eval_steps", [2, 3])

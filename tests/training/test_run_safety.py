@@ -150,12 +150,17 @@ def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path,
         "\n".join(err)
 
 
-def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path):
-    trainer = Trainer(small_config(tmp_path / "run"), **setup(reward_fixtures.always_none))
-    with pytest.raises(RunStopped, match=r"^held-out evaluation at step 0: the verifier 'always_none' could not "
-                                         r"score 16 of 16 completions .*it returned None for them"):
+@pytest.mark.parametrize("strata, where", [
+    (0, "held-out evaluation at step 0: the verifier 'always_none' could not score 16 of 16"),
+    (3, "difficulty strata before training: the verifier 'always_none' could not score 24 of 24")])
+def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path, strata, where):
+    """Neither the strata (8 prompts x 3 samples, before training) nor the step-0 evaluation (8 x 2) is made up of
+    unscored samples."""
+    trainer = Trainer(small_config(tmp_path / "run", eval_strata_samples=strata), **setup(reward_fixtures.always_none))
+    with pytest.raises(RunStopped, match=rf"^{where} completions .*it returned None for them"):
         trainer.train()
     assert not (tmp_path / "run" / "summary.json").exists()
+    assert not (tmp_path / "run" / "strata.json").exists()
 
 
 def test_comparisons_that_fail_inside_the_verifier_count_as_failures(tmp_path):

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["first_crossing", "fmt", "interpolate", "mean_curve", "steps_ratio", "t_interval"]
+__all__ = ["first_crossing", "fmt", "interpolate", "mean_curve", "steps_ratio", "t975", "t_interval"]
 
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
@@ -32,9 +32,12 @@ def t_interval(values: Sequence[float]) -> tuple[float, float]:
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return float(values.mean()) if len(values) else math.nan, math.nan
-    df = len(values) - 1
-    t = _T975.get(df) or (_T975[max(k for k in _T975 if k <= df)] if df < 30 else 1.96)
-    return float(values.mean()), float(t * values.std(ddof=1) / math.sqrt(len(values)))
+    return float(values.mean()), float(t975(len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+
+
+def t975(df: int) -> float:
+    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (from :data:`_T975`; 1.96 from 30 on)."""
+    return _T975.get(df) or (_T975[max(k for k in _T975 if k <= df)] if df < 30 else 1.96)
 
 
 def fmt(values: Sequence[float], digits: int = 3, scale: float = 1.0) -> str:

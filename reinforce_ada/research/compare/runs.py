@@ -10,8 +10,10 @@ average then, and how it ended.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -132,15 +134,26 @@ def _leave_interrupts_to_the_parent() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+EXTRA_EVALUATION = re.compile(r"eval/(accuracy/.+|num_prompts/.+|pass@\d+|entropy)$")
+"""The evaluation metrics a run's history carries beside its accuracy (strata, pass@k, entropy), when it has them."""
+
+
 def read_run(folder: Path) -> dict[str, Any]:
     """A finished run's history ``[[step, tokens, seconds, accuracy], ...]`` (step 0 included; tokens and step seconds
     cumulative), its mean seconds per step by part (``step``, ``generation``, ``scoring``, ``update``, ``sync``; None
-    for a part its metrics do not have) and its mean zero-variance fraction of the kept groups."""
+    for a part its metrics do not have) and its mean zero-variance fraction of the kept groups; then what the paper's
+    analyses read (:mod:`reinforce_ada.analyses`): ``evals`` (each further evaluation metric -- accuracy and prompts
+    per stratum, pass@k, entropy -- aligned with ``history``, None where an evaluation lacks it), ``strata`` (the
+    run's ``strata.json`` in brief: counts and a digest of the assignment, None without one) and ``dynamics``
+    (``samples_per_step``, ``active_by_round``, ``budget_by_pass_rate``)."""
+    from reinforce_ada import analyses
+
     tokens, seconds = {0: 0}, {0: 0.0}
-    total_seconds, parts, zero_variance, evaluations = 0.0, {}, [], []
+    total_seconds, parts, zero_variance, evaluations, records = 0.0, {}, [], [], []
     with (folder / "metrics.jsonl").open() as fh:
         for line in fh:
             record = json.loads(line)
+            records.append(record)
             step = int(record["step"])
             if "time/step_seconds" in record:
                 total_seconds += float(record["time/step_seconds"])
@@ -153,14 +166,31 @@ def read_run(folder: Path) -> dict[str, Any]:
             if record.get("sampling/zero_variance_fraction") is not None:
                 zero_variance.append(float(record["sampling/zero_variance_fraction"]))
             if "eval/accuracy" in record:
-                evaluations.append(step)
-                evaluations.append(float(record["eval/accuracy"]))
-    history = [[step, tokens[step], seconds[step], accuracy]
-               for step, accuracy in zip(evaluations[::2], evaluations[1::2])]
+                evaluations.append(record)
+    history = [[int(r["step"]), tokens[int(r["step"])], seconds[int(r["step"])], float(r["eval/accuracy"])]
+               for r in evaluations]
+    names = list(dict.fromkeys(k for r in evaluations for k in r if EXTRA_EVALUATION.match(k)))
     timing = {part: (sum(v) / len(v) if (v := parts.get(part)) else None)
               for part in ("step", "generation", "scoring", "update", "sync")}
     return {"history": history, "timing": timing,
-            "zero_variance": sum(zero_variance) / len(zero_variance) if zero_variance else None}
+            "zero_variance": sum(zero_variance) / len(zero_variance) if zero_variance else None,
+            "evals": {name: [r.get(name) for r in evaluations] for name in names},
+            "strata": _strata_brief(folder),
+            "dynamics": {"samples_per_step": analyses.samples_per_step(records)[1],
+                         "active_by_round": analyses.active_by_round(records),
+                         "budget_by_pass_rate": analyses.budget_by_pass_rate(records)}}
+
+
+def _strata_brief(folder: Path) -> dict[str, Any] | None:
+    """The run's difficulty strata: their counts, k and a digest of which prompt is in which (runs of one seed share
+    their strata when their start model and held-out prompts are the same)."""
+    path = folder / "strata.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    assignment = sorted((row["key"], row["stratum"]) for row in data["prompts"])
+    return {"counts": data["counts"], "num_samples": data["num_samples"], "bounds": data["bounds"],
+            "digest": hashlib.sha256(json.dumps(assignment).encode()).hexdigest()[:16]}
 
 
 def read_ledger(ledger: Path) -> list[dict[str, Any]]:

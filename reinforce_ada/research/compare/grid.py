@@ -1,7 +1,7 @@
 """The library of ``reinforce-ada compare`` (the command: :mod:`reinforce_ada.commands.compare`; docs/compare.md):
 a :class:`Grid` of strategies x learning rates x seeds, each run a normal ``train`` run folder in ``out``, trained
 by :func:`run_comparison` (the unfinished ones, ``parallel`` at a time) and reported against the baseline at equal
-steps, at the baseline's generated tokens and at its step seconds (:mod:`.compare_report`).
+steps, at the baseline's generated tokens and at its step seconds (:mod:`.report`).
 
 The grid, the baseline and the best-lr rule are fixed in ``out/compare.json`` by the first run and cannot change
 afterwards; a rerun skips the finished runs. Everything a run is given is checked, and the model loaded once, before
@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from reinforce_ada.errors import UsageError, UserError
-from reinforce_ada.research.compare_report import BEST_LR_RULES, analyse, format_report, jsonable, plot_report
-from reinforce_ada.research.compare_runs import (LEDGER, Job, concurrency, read_ledger, read_run, run_folder_state,
+from reinforce_ada.research.compare.figure import plot_report
+from reinforce_ada.research.compare.markdown import format_report
+from reinforce_ada.research.compare.report import BEST_LR_RULES, analyse, jsonable
+from reinforce_ada.research.compare.runs import (LEDGER, Job, concurrency, read_ledger, read_run, run_folder_state,
                                                  run_jobs)
 
 __all__ = ["MANIFEST", "OWN_OPTIONS", "Grid", "make_grid", "run_comparison"]

@@ -1,0 +1,178 @@
+"""The report of ``reinforce-ada compare`` as data: every strategy at its own best learning rate against the baseline,
+at equal steps, at the baseline's generated-token budget and at the baseline's wall-clock, from the runs' histories,
+with a verdict per budget (:mod:`.verdict`) and where the difference lands (:mod:`.breakdown`: difficulty strata,
+pass@k, entropy, sampling dynamics). :mod:`.markdown` writes it as ``report.md``, :mod:`.figure` as ``report.png``.
+
+Input: one history per run, ``[[step, generated tokens, step seconds, held-out accuracy], ...]`` (step 0 included;
+tokens and seconds cumulative; seconds are ``time/step_seconds``: generation + scoring + update + weight sync, no
+held-out evaluations or checkpoints).
+
+The rules, fixed before any run (the comparison's ``compare.json`` records them and a rerun cannot change them):
+
+* **budgets**: S = the baseline's last step; B_tokens and B_seconds = the mean over seeds of the baseline's total
+  generated tokens and step seconds, at its best lr.
+* **best lr**: the baseline's is the lr with the highest mean final accuracy; every other strategy's is by
+  ``best_lr_rule``: ``final`` (highest mean final accuracy), ``tokens`` (highest mean accuracy at B_tokens) or
+  ``seconds`` (at B_seconds). A best lr at the lowest or highest lr of the grid is flagged (the optimum may lie
+  outside it), and so is the only lr of a one-lr grid (``best_lr_at_edge``: ``lowest``, ``highest`` or ``only``).
+* **paired differences**, per seed the baseline also ran, then mean ± 95% Student-t interval: the strategy's
+  accuracy at step S minus the baseline's final accuracy (``at_steps``); accuracy at B_tokens minus the baseline's
+  at B_tokens (``at_tokens``); the same at B_seconds (``at_seconds``). A run's accuracy at a budget is linearly
+  interpolated on its own history; a run that used less than the budget counts at its final accuracy (counted as
+  ``short_of_tokens`` / ``short_of_seconds``).
+* **verdict**: per budget, *ahead* / *behind* / *inconclusive* by the paired differences' 95% interval, and the seeds
+  an inconclusive difference would need (:mod:`.verdict`).
+* **steps to the baseline's final accuracy**: the first step at which the strategy's mean curve reaches the
+  baseline's mean final accuracy, as a ratio of the baseline's own, with a paired bootstrap 95% interval over seeds
+  (2000 resamples). A ratio and its interval never contradict each other: when the point is not defined (the mean
+  curve never reached it, or the baseline never improved on its start) all three are null and ``reason`` says why;
+  a bound that is infinite (some resamples never reach it) is null with a ``reason``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from reinforce_ada.research.compare.breakdown import breakdown
+from reinforce_ada.research.compare.stats import interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.verdict import AXES_IN_WORDS, call
+
+__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "jsonable"]
+
+BEST_LR_RULES = ("tokens", "seconds", "final")
+REPORT_FORMAT = 2
+STEP, TOKENS, SECONDS, ACCURACY = range(4)  # the columns of a history row
+AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
+
+
+def accuracy_at(history: list, column: int, budget: float) -> float:
+    return interpolate([h[column] for h in history], [h[ACCURACY] for h in history], budget)
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs: list[float], baseline: str,
+            best_lr_rule: str) -> dict[str, Any]:
+    """The report (see the module docstring) from ``runs[(strategy, lr, seed)] = {"history": [...], "timing":
+    {...}, "zero_variance": float | None}``, the finished runs (a missing one is left out; its seeds are not paired),
+    each optionally with ``evals``, ``strata`` and ``dynamics`` (:func:`~reinforce_ada.research.compare.runs.read_run`;
+    a run without them has no breakdown)."""
+    empty = {"evals": {}, "strata": None,
+             "dynamics": {"samples_per_step": [], "active_by_round": {}, "budget_by_pass_rate": {}}}
+    runs = {key: {**empty, **run} for key, run in runs.items()}
+    by: dict[str, dict[float, dict[int, dict]]] = {s: {} for s in strategies}
+    for (strategy, lr, seed), run in runs.items():
+        by[strategy].setdefault(lr, {})[seed] = run
+    if not by[baseline]:
+        raise ValueError(f"no finished run of the baseline {baseline}: nothing to compare against")
+
+    def final_mean(by_seed):
+        return _mean([r["history"][-1][ACCURACY] for r in by_seed.values()])
+
+    base_lr = max(sorted(by[baseline]), key=lambda lr: final_mean(by[baseline][lr]))
+    base = by[baseline][base_lr]
+    budgets = {"steps": max(r["history"][-1][STEP] for r in base.values()),
+               "tokens": _mean([r["history"][-1][TOKENS] for r in base.values()]),
+               "seconds": _mean([r["history"][-1][SECONDS] for r in base.values()])}
+
+    def score(by_seed):  # what the best-lr rule maximises
+        if best_lr_rule == "final":
+            return final_mean(by_seed)
+        column = AXES[best_lr_rule]
+        return _mean([accuracy_at(r["history"], column, budgets[best_lr_rule]) for r in by_seed.values()])
+
+    report: dict[str, Any] = {"format": REPORT_FORMAT, "baseline": baseline, "best_lr_rule": best_lr_rule,
+                              "lrs": sorted(lrs), "seeds": sorted(base), "budgets": budgets, "strategies": {}}
+    grid = sorted(lrs)
+    for strategy in strategies:
+        if not by[strategy]:
+            continue
+        best = base_lr if strategy == baseline else max(sorted(by[strategy]), key=lambda lr: score(by[strategy][lr]))
+        edge = None
+        if len(grid) == 1:
+            edge = "only"
+        elif best in (grid[0], grid[-1]):
+            edge = "lowest" if best == grid[0] else "highest"
+        entry: dict[str, Any] = {"best_lr": best, "best_lr_at_edge": edge, "per_lr": {}}
+        for lr in sorted(by[strategy]):
+            seeds = sorted(by[strategy][lr])
+            hist = [by[strategy][lr][s]["history"] for s in seeds]
+            entry["per_lr"][repr(lr)] = {
+                "seeds": seeds, "start": [h[0][ACCURACY] for h in hist], "final": [h[-1][ACCURACY] for h in hist],
+                "at_tokens": [accuracy_at(h, TOKENS, budgets["tokens"]) for h in hist],
+                "at_seconds": [accuracy_at(h, SECONDS, budgets["seconds"]) for h in hist],
+                "tokens": [h[-1][TOKENS] for h in hist], "seconds": [h[-1][SECONDS] for h in hist],
+                "short_of_tokens": sum(h[-1][TOKENS] < budgets["tokens"] for h in hist),
+                "short_of_seconds": sum(h[-1][SECONDS] < budgets["seconds"] for h in hist)}
+        chosen = by[strategy][best]
+        paired = sorted(set(chosen) & set(base))
+        mine, theirs = [chosen[s]["history"] for s in paired], [base[s]["history"] for s in paired]
+        differences = {
+            "at_steps": [accuracy_at(m, STEP, t[-1][STEP]) - t[-1][ACCURACY] for m, t in zip(mine, theirs)],
+            "at_tokens": [accuracy_at(m, TOKENS, budgets["tokens"]) - accuracy_at(t, TOKENS, budgets["tokens"])
+                          for m, t in zip(mine, theirs)],
+            "at_seconds": [accuracy_at(m, SECONDS, budgets["seconds"]) - accuracy_at(t, SECONDS, budgets["seconds"])
+                           for m, t in zip(mine, theirs)]}
+        entry["paired"] = {"seeds": paired, **differences}
+        entry["paired_mean_ci95"] = {k: list(t_interval(v)) for k, v in differences.items()}
+        entry["verdict"] = None if strategy == baseline else {axis: call(differences[axis]) for axis in AXES_IN_WORDS}
+        if paired:
+            entry["steps_to_baseline_final"] = _with_reason(steps_ratio([_curve(h) for h in mine],
+                                                                        [_curve(h) for h in theirs]))
+        entry["tokens_ratio"] = _mean([h[-1][TOKENS] for h in mine]) / _mean([h[-1][TOKENS] for h in theirs]) \
+            if paired else math.nan
+        entry["seconds_ratio"] = _mean([h[-1][SECONDS] for h in mine]) / _mean([h[-1][SECONDS] for h in theirs]) \
+            if paired else math.nan
+        timings = [r["timing"] for r in chosen.values()]
+        entry["seconds_per_step"] = {part: _mean([t[part] for t in timings if t.get(part) is not None])
+                                     for part in ("step", "generation", "scoring", "update", "sync")}
+        zero_variance = [r["zero_variance"] for r in chosen.values() if r.get("zero_variance") is not None]
+        entry["zero_variance"] = _mean(zero_variance)
+        entry["breakdown"] = breakdown(chosen, base, paired, budgets, strategy == baseline)
+        report["strategies"][strategy] = entry
+    report["runs"] = [{"strategy": s, "lr": lr, "seed": seed, "history": run["history"], "evals": run["evals"],
+                       "strata": run["strata"], "dynamics": run["dynamics"]}
+                      for (s, lr, seed), run in sorted(runs.items(), key=lambda kv: (strategies.index(kv[0][0]),
+                                                                                     kv[0][1], kv[0][2]))]
+    return report
+
+
+def _curve(history: list) -> tuple[list, list]:
+    return [h[STEP] for h in history], [h[ACCURACY] for h in history]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every non-finite float as None (strict JSON: nan is "not defined", inf "never reached")."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _with_reason(result: dict[str, float]) -> dict[str, Any]:
+    """:func:`steps_ratio`'s result made consistent for JSON: a point that is not finite nulls its interval too, an
+    infinite bound is null, each with the ``reason`` (None when all three are finite numbers)."""
+    ratio, low, high = result["ratio"], result["ratio_low"], result["ratio_high"]
+    reasons = []
+    if math.isnan(ratio):
+        reasons.append("the baseline's mean curve never improved on its start (its final accuracy is reached at once), "
+                       "so there is no number of steps to compare with")
+    elif math.isinf(ratio):
+        reasons.append("the strategy's mean curve never reached the baseline's mean final accuracy")
+    if reasons:
+        return {**result, "ratio": math.nan, "ratio_low": math.nan, "ratio_high": math.nan, "reason": reasons[0]}
+    if math.isinf(high):
+        reasons.append("some bootstrap resamples never reach it, so the interval is unbounded above (ratio_high null)")
+    if math.isnan(low) or math.isnan(high):
+        reasons.append("no bootstrap resample was defined")
+    elif not low <= ratio <= high:
+        reasons.append("the point lies outside its bootstrap percentile interval (a skewed resampling distribution)")
+    return {**result, "reason": "; ".join(reasons) or None}

@@ -1,0 +1,105 @@
+"""The verdict of a comparison in words: for each strategy against the baseline at equal tokens, steps and seconds,
+*ahead*, *behind* or *inconclusive* by the 95% interval of its paired differences, and for an inconclusive one about
+how many seeds would resolve the difference observed.
+
+**The rule.** Per seed both finished, d_i = the strategy's held-out accuracy minus the baseline's at the same budget
+(:mod:`.report`). With n seeds, mean m and standard deviation s of the d_i, the two-sided 95% Student-t interval is
+m ± t_{0.975, n-1} s / √n. *ahead*: the interval lies above 0; *behind*: below 0; *inconclusive*: it holds 0 (or one
+seed gives no interval).
+
+**The power rule** (:func:`seeds_needed`): if the true difference and spread were those observed, a paired t-test at
+5% (two-sided) detects the difference with 80% power at about the smallest n with
+(t_{0.975, n-1} + z_{0.80}) s / √n <= |m|, z_{0.80} = 0.8416 (the normal approximation to the noncentral t). It is a
+planning figure, not a promise: m and s are themselves estimates from few seeds, and the n needed grows as the square
+of s/|m|. No number of seeds resolves an observed difference of exactly 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from reinforce_ada.research.compare.stats import t975, t_interval
+
+__all__ = ["AXES_IN_WORDS", "MAX_SEEDS", "Z80", "call", "seeds_needed"]
+
+Z80 = 0.8416
+"""The 80% quantile of the standard normal: the power term of :func:`seeds_needed`."""
+MAX_SEEDS = 1000
+"""Past this many seeds :func:`seeds_needed` stops looking (the difference is negligible against the spread)."""
+AXES_IN_WORDS = {"at_tokens": "at equal tokens", "at_steps": "at equal steps", "at_seconds": "at equal seconds"}
+"""The budgets a verdict is given at, in the order it gives them."""
+
+
+def seeds_needed(mean: float, sd: float) -> int | None:
+    """The smallest n >= 2 with (t_{0.975, n-1} + z_{0.80}) * sd / √n <= |mean| (see the module docstring); None
+    when no n up to :data:`MAX_SEEDS` does (a mean of 0 never does).
+
+    >>> seeds_needed(0.05, 0.05), seeds_needed(0.01, 0.05), seeds_needed(0.0, 0.05)
+    (10, 197, None)
+    """
+    if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0:
+        return None
+    if sd == 0:
+        return 2
+    for n in range(2, MAX_SEEDS + 1):
+        if (t975(n - 1) + Z80) * sd / math.sqrt(n) <= abs(mean):
+            return n
+    return None
+
+
+def call(differences: Sequence[float]) -> dict[str, Any]:
+    """The verdict of paired differences: ``{"call": "ahead" | "behind" | "inconclusive", "num_seeds", "mean",
+    "half_width", "sd", "seeds_needed", "reason"}`` (``seeds_needed`` only when inconclusive; ``reason`` says why an
+    inconclusive call is one, None otherwise; numbers not defined are None).
+
+    >>> call([0.10, 0.12, 0.08])["call"], call([-0.1, 0.1, 0.0])["call"]
+    ('ahead', 'inconclusive')
+    """
+    n = len(differences)
+    out: dict[str, Any] = {"call": "inconclusive", "num_seeds": n, "mean": None, "half_width": None, "sd": None,
+                           "seeds_needed": None, "reason": None}
+    if n == 0:
+        out["reason"] = "no seed that both it and the baseline finished"
+        return out
+    mean, half = t_interval(differences)
+    out["mean"] = mean
+    if n == 1:
+        out["reason"] = "one paired seed gives no interval"
+        return out
+    sd = float(np.std(differences, ddof=1))
+    out.update(half_width=half, sd=sd)
+    if mean - half > 0 or mean + half < 0:
+        out["call"] = "ahead" if mean > 0 else "behind"
+        return out
+    out["seeds_needed"] = seeds_needed(mean, sd)
+    if mean == 0:
+        out["reason"] = "no difference observed: no number of seeds resolves it"
+    elif out["seeds_needed"] is None:
+        out["reason"] = f"the difference is negligible against the spread: more than {MAX_SEEDS} seeds"
+    else:
+        out["reason"] = (f"the interval holds 0; about {out['seeds_needed']} seeds would resolve a difference of "
+                         f"{mean:+.3f} at a spread (sd) of {sd:.3f}")
+    return out
+
+
+def in_words(strategy: str, calls: dict[str, dict[str, Any]]) -> str:
+    """One strategy's verdict line: each budget's call with its interval (and the seeds an inconclusive one needs)."""
+    parts = []
+    for axis, words in AXES_IN_WORDS.items():
+        c = calls.get(axis)
+        if c is None:
+            continue
+        if c["mean"] is None:
+            parts.append(f"{words} **{c['call']}** ({c['reason']})")
+            continue
+        interval = f"{c['mean']:+.3f}" + (f" ± {c['half_width']:.3f}" if c["half_width"] is not None else "")
+        if c["call"] != "inconclusive":
+            parts.append(f"{words} **{c['call']}** ({interval})")
+        elif c["seeds_needed"] is not None:
+            parts.append(f"{words} **inconclusive** ({interval}; about {c['seeds_needed']} seeds would resolve it)")
+        else:
+            parts.append(f"{words} **inconclusive** ({interval}; {c['reason']})")
+    return f"- **{strategy}**: " + "; ".join(parts) + "."
