@@ -4,6 +4,7 @@ explicit weight (Sec. 3.2) on the round-based sampler."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -157,3 +158,16 @@ def test_the_cap_binds_for_a_rare_success():
     plain = np.array([r - 1 / 16 for r in script["a"]])
     assert batch.advantages.tolist() == pytest.approx((plain * 8.0).tolist())
     assert batch.metrics["grad_weight_capped_fraction"] == 1.0
+
+
+def test_est_memory_is_seeded_from_a_select_prompts_file(tmp_path):
+    prompts = make_prompts("ab")
+    rates = tmp_path / "pass_rates.jsonl"
+    rates.write_text("".join(json.dumps({"key": prompt_key(p), "pass_rate": rate, "num_samples": 16}) + "\n"
+                             for p, rate in zip(prompts, (1 / 16, 12 / 16))))
+    config = SamplerConfig.reinforce_ada_est(memory={"seed": str(rates)}, est=EstConfig(samples_per_prompt=8))
+    sampler = build_sampler(config, ScriptedGenerator({}), ScriptedVerifier())
+    # 1 of 16 -> (1 + 1) / (16 + 2); 12 of 16 -> (12 + 1) / (16 + 2): the first visit already favours the hard prompt
+    assert [sampler.memory.pass_rate(p) for p in prompts] == pytest.approx([2 / 18, 13 / 18])
+    counts, _, _ = sampler.allocate(prompts)
+    assert counts.tolist() == [11, 5] and counts.sum() == 16
