@@ -5,7 +5,10 @@ A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option),
 (``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
 ``error: <message>`` and the command exits with status 2. A run that stops because it cannot learn
 (``RunStopped``) and a generator that failed for good (``GenerationError``: a server that keeps timing out, an answer
-that does not fit the request) end in one line with status 3. Any other exception is a bug and keeps its traceback.
+that does not fit the request) end in one line with status 3. Ctrl-C, SIGHUP and SIGTERM stop a command in one line
+(status 130, 129, 143); a training run first records a ``stopped`` event and then says how it goes on (``--resume``
+from its newest checkpoint, or ``--overwrite`` before the first). Any other exception is a bug and keeps its
+traceback.
 A usage error (an unknown option, a value of the wrong type) is one line naming the option and the value, with a
 close spelling when there is one; the full usage only with ``--help``.
 
@@ -19,11 +22,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from reinforce_ada.errors import UserError
+from reinforce_ada.errors import Signalled, UserError
 
 
 # -- the subcommands, in the order ``--help`` lists them -----------------------------------------------------------
@@ -176,8 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet_by_default(args.verbose)
+    previous = _stop_on_signals()
+    try:
+        return _run(args)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The subcommand, and every way it can fail as one line (module docstring)."""
     from reinforce_ada.sampling.protocols import GenerationError
-    from reinforce_ada.training.guards import RunStopped
+    from reinforce_ada.training.guards import RunInterrupted, RunStopped
 
     try:
         return args.func(args)
@@ -193,11 +207,35 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
+    except RunInterrupted as err:  # the run said which interrupt, where, and how it goes on
+        print(f"interrupted: reinforce-ada {args.command} stopped ({err})", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt as err:  # nothing is half-written: checkpoints and metrics lines are written whole
+        what = err.name if isinstance(err, Signalled) else "KeyboardInterrupt"
         hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
                 "a training run continues from its newest checkpoint with --resume")
-        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
-        return 130
+        print(f"interrupted: reinforce-ada {args.command} stopped ({what}); {hint}", file=sys.stderr)
+        return getattr(err, "exit_status", 130)
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGHUP (the terminal went away) and SIGTERM raise :class:`~reinforce_ada.errors.Signalled` where the program
+    is, so a command stops as on Ctrl-C (a run records its ``stopped`` event and says how it goes on) instead of
+    dying without a word; returns the handlers they replace (none outside the main thread, where none can be set)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(number: int, _frame: Any) -> None:
+        raise Signalled(signal.Signals(number).name, number)
+
+    previous = {}
+    for name in ("SIGHUP", "SIGTERM"):
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[number] = signal.signal(number, stop)
+    return previous
 
 
 def quiet_by_default(verbose: int) -> None:

@@ -150,6 +150,38 @@ def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path,
         "\n".join(err)
 
 
+@pytest.mark.fault("Ctrl-C during the held-out evaluation before the first step; SIGHUP (the terminal gone) mid-step",
+                   "a 'stopped' event naming the interrupt and where; one line saying how the run goes on: "
+                   "--overwrite when no checkpoint was written, else --resume from the newest (it said --resume, which "
+                   "then refused; SIGHUP ended the process without a word or an event)")
+def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_path, cli_run, capsys):
+    from reinforce_ada import cli
+
+    out, held_out = tmp_path / "run", tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n"
+                                for p in addition_prompts(4, 7)))
+    interrupted = [*cli_run, "--eval-data", str(held_out), "--output-dir", str(out)]
+    assert cli.main([*interrupted, "--verifier", "reward_fixtures:interrupts"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "interrupted: reinforce-ada train stopped (KeyboardInterrupt during the held-out evaluation at step 0; no "
+        "checkpoint was written yet, so there is nothing to resume: the same command with --overwrite starts it over)")
+    assert history(out)[-1]["reason"] == "interrupted (KeyboardInterrupt) during the held-out evaluation at step 0"
+    assert cli.main([*interrupted, "--overwrite"]) == 0  # as the line says
+
+    hung_up = run_cli([*cli_run, "--verifier", "reward_fixtures:hangs_up", "--save-steps", "1", "--output-dir",
+                       str(tmp_path / "hup")], tmp_path)
+    assert hung_up.returncode == 129, hung_up.stderr[-2000:]
+    assert hung_up.stderr.strip().splitlines()[-1] == (
+        "interrupted: reinforce-ada train stopped (SIGHUP during step 1; no checkpoint was written yet, so there is "
+        "nothing to resume: the same command with --overwrite starts it over)")
+    assert history(tmp_path / "hup")[-1] == {**history(tmp_path / "hup")[-1], "event": "stopped",
+                                             "reason": "interrupted (SIGHUP) during step 1"}
+
+
+def history(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "config_history.jsonl").read_text().splitlines()]
+
+
 def test_all_none_rewards_stop_the_held_out_evaluation_instead_of_reporting_zero_accuracy(tmp_path):
     trainer = Trainer(small_config(tmp_path / "run"), **setup(reward_fixtures.always_none))
     with pytest.raises(RunStopped, match=r"^held-out evaluation at step 0: the verifier 'always_none' could not "
