@@ -193,8 +193,11 @@ def _run(args: argparse.Namespace) -> int:
     from reinforce_ada.sampling.protocols import GenerationError
     from reinforce_ada.training.guards import RunInterrupted, RunStopped
 
+    from reinforce_ada.json_stdout import json_only_stdout
+
     try:
-        return args.func(args)
+        with json_only_stdout(getattr(args, "json", None) is True):  # --json: stdout holds the JSON alone
+            return args.func(args)
     except (UserError, ImportError) as err:
         print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
