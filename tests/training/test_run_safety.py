@@ -178,6 +178,28 @@ def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_
                                              "reason": "interrupted (SIGHUP) during step 1"}
 
 
+@pytest.mark.fault("--eval-data naming the training file itself (--data same.jsonl --eval-data same.jsonl), or held-out "
+                   "prompts that are also training prompts",
+                   "the same file: exit 2 before anything loads, one line; shared prompts: one warning line counting "
+                   "them (it trained and evaluated on the same prompts without a word)")
+def test_held_out_prompts_that_are_the_training_prompts_are_refused_or_counted(tmp_path, cli_run, capsys, caplog):
+    from reinforce_ada import cli
+
+    data = cli_run[cli_run.index("--data") + 1]
+    assert cli.main([*cli_run, "--eval-data", data, "--output-dir", str(tmp_path / "same")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: eval_data is the training data itself ({data}): held-out accuracy would be measured on the prompts "
+        f"the run trains on; give held-out prompts of their own (or leave --eval-data out: no held-out accuracy)"]
+    assert not (tmp_path / "same").exists()
+    overlapping = tmp_path / "held_out.jsonl"
+    trained = [json.loads(line) for line in Path(data).read_text().splitlines()]
+    overlapping.write_text("".join(json.dumps(row) + "\n" for row in [*trained[:3], {"prompt": "x", "answer": "1"}]))
+    assert cli.main([*cli_run, "--eval-data", str(overlapping), "--output-dir", str(tmp_path / "shared")]) == 0
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "held-out" in r.getMessage()] == [
+        f"3 of the 4 held-out prompts ({overlapping}) are also training prompts ({data}): held-out accuracy is partly "
+        f"measured on prompts the run trains on"]
+
+
 def history(run) -> list[dict]:
     return [json.loads(line) for line in (run / "config_history.jsonl").read_text().splitlines()]
 
