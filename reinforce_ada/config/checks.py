@@ -18,7 +18,7 @@ from typing import Any
 
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["check_field_types", "field_docs", "terminal_text"]
+__all__ = ["check_field_types", "expand_home", "field_docs", "terminal_text"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,6 +122,17 @@ def _check_choice(field_name: str, value: Any, choices: list[str], *, callable_o
                       + (" (or, from Python, a callable)" if callable_ok else "")
                       + (f"; did you mean {close[0]!r}?" if close else ""))
 
+
+
+def expand_home(config: Any, names: tuple[str, ...]) -> None:
+    """Each of ``names`` that is a path starting with ``~`` gets the home folder put in, as a shell would: a YAML file
+    or ``--output-dir=~/run`` is read by no shell, and ``~`` would otherwise be a folder of that name."""
+    import os
+
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, str) and value.startswith("~"):
+            setattr(config, name, os.path.expanduser(value))
 
 
 SEED_MAX = 2**32 - 1

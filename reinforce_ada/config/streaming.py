@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reinforce_ada.config.checks import _check_choice, _check_types
+from reinforce_ada.config.checks import _check_choice, _check_types, expand_home
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["MemoryConfig", "StreamingConfig"]
@@ -79,6 +79,7 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="memory.")
+        expand_home(self, ("seed",))
         for name in ("half_life", "max_evidence"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"memory.{name} must be positive (got {getattr(self, name)})")

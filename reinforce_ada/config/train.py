@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds
+from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds, expand_home
 from reinforce_ada.config.defaults import (MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, model_kind,
                                            reasoning_gym_system_prompt)
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
@@ -233,6 +233,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_types(self)
+        expand_home(self, ("model", "data", "eval_data", "output_dir"))
         self._take_task_from_data()
         self._resolve_model_defaults()
         positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
