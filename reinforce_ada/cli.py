@@ -46,14 +46,17 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int] | str
     description: str = ""
     doc_description: bool = False
+    usage: str | None = None
+    """The usage line, for a command with too many options to list there (argparse's own otherwise)."""
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
                "reinforce_ada.commands.train:add_arguments", "reinforce_ada.commands.train:run",
                description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
-                           "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
-                           "addition, on CPU."),
+                           "YAML, then the options below (each option is a TrainConfig field; its full description: "
+                           "docs/settings.md). With no arguments: a tiny char-level model on 2-digit addition, on CPU.",
+               usage="%(prog)s [--config YAML] [--OPTION VALUE ...]"),
     Subcommand("simulate", "compare sampling strategies on simulated prompts",
                "reinforce_ada.commands.simulate:add_arguments", "reinforce_ada.commands.simulate:run",
                description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers on prompts with "
@@ -76,7 +79,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                            "drift (logistic learning model), with a generation-latency model."),
     Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
                "reinforce_ada.commands.compare:add_arguments", "reinforce_ada.commands.compare:run",
-               doc_description=True),
+               doc_description=True, usage="%(prog)s --strategies STRATEGY [STRATEGY ...] --lrs LR [LR ...] "
+                                          "[--seeds SEED ...] [--out DIR] [--OPTION VALUE ...]"),
 )
 
 
@@ -127,7 +131,7 @@ def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str
     import difflib
 
     known = [option for parser in parsers for action in parser._actions for option in action.option_strings
-             if action.help is not argparse.SUPPRESS]
+             if action.help is not argparse.SUPPRESS or hasattr(action, "alias_of")]
     for extra in extras:
         if extra.startswith("-"):
             close = difflib.get_close_matches(extra.partition("=")[0], known, n=1)
@@ -155,8 +159,18 @@ def _stray_value(extras: list[str], argv: list[str], parser: argparse.ArgumentPa
     return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
 
 
+def _help_width() -> int:
+    """The width argparse wraps help to (the terminal's, as ``shutil`` reads it, less argparse's margin)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns - 2
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import textwrap
+
     from reinforce_ada.config.checks import terminal_text
+    from reinforce_ada.config.loading import ConfigHelpFormatter
 
     parser = _Parser(prog="reinforce-ada", description=terminal_text(__doc__.split("\n\n")[0]))
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -165,12 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         run = _resolve(command.run)
-        if command.doc_description:
-            p = subparsers.add_parser(command.name, help=command.help,
-                                      description=terminal_text(sys.modules[run.__module__].__doc__.split("\n\n")[1]),
-                                      formatter_class=argparse.RawTextHelpFormatter)
-        else:
-            p = subparsers.add_parser(command.name, help=command.help, description=command.description)
+        description = (terminal_text(sys.modules[run.__module__].__doc__.split("\n\n")[1]) if command.doc_description
+                       else textwrap.fill(command.description, width=_help_width()))
+        p = subparsers.add_parser(command.name, help=command.help, description=description, usage=command.usage,
+                                  formatter_class=ConfigHelpFormatter)
         _resolve(command.arguments)(p)
         p.set_defaults(func=run)
     return parser

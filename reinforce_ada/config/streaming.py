@@ -27,8 +27,8 @@ class StreamingConfig:
     target: float = 0.3
     """With ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
     give_up_below: float = 0.0
-    """Stop sampling a prompt once what its remaining budget can still buy is unlikely -- for a one-class pool, the
-    posterior chance of seeing the other class; otherwise the chance of exiting (0: never)."""
+    """Stop sampling a prompt once what its remaining budget can still buy is this unlikely (0: never). For a
+    one-class pool that is the posterior chance of seeing the other class; otherwise the chance of exiting."""
     min_signal_rate: float = 0.0
     """The price of signal. Give up a one-class pool once the posterior chance that its next sample is of the missing
     class falls below this, and skip a prompt whose best signal-prompts per sample is below it (0: off; with memory
