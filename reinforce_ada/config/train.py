@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds, expand_home
-from reinforce_ada.config.defaults import (MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, model_kind,
-                                           reasoning_gym_system_prompt)
+from reinforce_ada.config.defaults import ROLLOUT_MISMATCH_LIMITS, resolve_model_defaults
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
 from reinforce_ada.config.strategies import STRATEGIES, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
@@ -30,7 +29,7 @@ class TrainConfig:
 
     Model-dependent defaults: a field declared ``None`` below (``learning_rate``, ``max_new_tokens``, ``batch_size``,
     ``eval_prompts``, ``micro_batch_size``, ``generation_batch_size``) that is not given takes its value from
-    :data:`MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
+    :data:`~reinforce_ada.config.defaults.MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
     ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
     ``system_prompt`` defaults to reasoning-gym's own prompt for a pretrained model on a ``reasoning-gym:`` task. Build
     a config for another model with ``TrainConfig(**{**given, "model": ...})``, not ``dataclasses.replace`` (which
@@ -239,7 +238,7 @@ class TrainConfig:
         _check_types(self)
         expand_home(self, ("model", "data", "eval_data", "output_dir"))
         self._take_task_from_data()
-        self._resolve_model_defaults()
+        resolve_model_defaults(self)
         positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
                          "max_steps", "lora_r", "dapo_max_batches", "eval_samples", "task_digits")
         for name in positive_ints:
@@ -359,17 +358,6 @@ class TrainConfig:
             if self.task not in (name, type(self).task):
                 raise ConfigError(f"data={self.data!r} and task={self.task!r} name two tasks; give one")
             self.task, self.data = name, None
-
-    def _resolve_model_defaults(self) -> None:
-        """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"model must be a non-empty string (got {self.model!r})")
-        for name, value in MODEL_DEFAULTS[model_kind(self.model)].items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-        if (self.system_prompt is None and model_kind(self.model) == "pretrained" and self.data is None
-                and isinstance(self.task, str) and self.task.startswith("reasoning-gym:")):
-            self.system_prompt = reasoning_gym_system_prompt()
 
     @property
     def prompts_per_step(self) -> int:
