@@ -29,8 +29,8 @@ class TrainConfig:
 
     Model-dependent defaults: a field declared ``None`` below (``learning_rate``, ``max_new_tokens``, ``batch_size``,
     ``eval_prompts``, ``micro_batch_size``, ``generation_batch_size``) that is not given takes its value from
-    :data:`~reinforce_ada.config.defaults.MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
-    ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
+    :data:`~reinforce_ada.config.defaults.MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any
+    other model -- in ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
     ``system_prompt`` defaults to reasoning-gym's own prompt for a pretrained model on a ``reasoning-gym:`` task. Build
     a config for another model with ``TrainConfig(**{**given, "model": ...})``, not ``dataclasses.replace`` (which
     would carry the first model's resolved values over as if they had been given).
