@@ -100,10 +100,19 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    argv: list[str] = []
+    """The words being parsed (set by :meth:`parse_args` on the class, so a subcommand's parser sees them too)."""
+
     def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
+        if message.startswith("the following arguments are required") and not any(
+                not action.option_strings for action in self._actions):  # no positional a stray word could be
+            second_values = [word for i, word in enumerate(_Parser.argv[2:], 2) if not word.startswith("-")
+                             and not _Parser.argv[i - 1].startswith("-") and _Parser.argv[i - 2].startswith("-")]
+            message += _stray_value(second_values, _Parser.argv, self)
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")  # the one prefix: as main's own errors
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102
+        _Parser.argv = sys.argv[1:] if args is None else list(args)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:  # named by the parser they were given to: the subcommand's, when one was chosen
             parser = self._subcommand_parsers().get(getattr(parsed, "command", None), self)
@@ -140,23 +149,22 @@ def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str
     return ""
 
 
-def _stray_value(extras: list[str], argv: list[str], parser: argparse.ArgumentParser) -> str:
-    """`` (--seed takes one value; did you mean --seeds?)`` when the first unknown word that is not an option
-    follows an option that takes one value: the word was meant as its second value. The option that takes several
-    values with the closest spelling is named when there is one; empty when the word follows no such option."""
+def _stray_value(words: list[str], argv: list[str], parser: argparse.ArgumentParser) -> str:
+    """`` (--seed takes one value; did you mean --seeds?)`` for the first of ``words`` (not options) that follows an
+    option taking one value and that option's value: the word was meant as its second value. The option that takes
+    several values with the closest spelling is named when there is one; empty when no word is such a stray."""
     import difflib
 
-    stray = next((extra for extra in extras if not extra.startswith("-")), None)
-    if stray is None or stray not in argv:
-        return ""
-    before = argv[:argv.index(stray)]
-    option = next((word.partition("=")[0] for word in reversed(before) if word.startswith("-")), None)
-    action = parser._option_string_actions.get(option) if option else None
-    if action is None or action.nargs not in (None, "?") or not action.option_strings:
-        return ""
-    several = [name for other in parser._actions if other.nargs in ("+", "*") for name in other.option_strings]
-    close = difflib.get_close_matches(option, several, n=1)
-    return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
+    for stray in (word for word in words if not word.startswith("-") and word in argv):
+        before = argv[:argv.index(stray)]
+        option = next((word.partition("=")[0] for word in reversed(before) if word.startswith("-")), None)
+        action = parser._option_string_actions.get(option) if option else None
+        if action is None or action.nargs not in (None, "?") or not action.option_strings:
+            continue
+        several = [name for other in parser._actions if other.nargs in ("+", "*") for name in other.option_strings]
+        close = difflib.get_close_matches(option, several, n=1)
+        return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
+    return ""
 
 
 def _help_width() -> int:

@@ -238,6 +238,9 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
      "simulate --help)"),
     (["eval", "run", "--kk", "3"],
      "error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+    (["compare", "--seed", "0", "1"],
+     "error: the following arguments are required: --strategies, --lrs (--seed takes one value; did you mean "
+     "--seeds?) (see reinforce-ada compare --help)"),
     (["compare", "--seed", "0", "1", "--strategies", "grpo", "--lrs", "1e-3"],
      "error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
      "reinforce-ada compare --help)"),
