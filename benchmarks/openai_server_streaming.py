@@ -50,9 +50,9 @@ def main() -> int:
 
     from reinforce_ada.config import SamplerConfig
     from reinforce_ada.data import get_task
-    from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
+    from reinforce_ada.generation.server.client import OpenAICompletionsEngine
     from reinforce_ada.generation.prompting import encode_prompt
-    from reinforce_ada.generation.vllm_serve import generated_tokens, generated_tokens_when_idle, local_vllm_server
+    from reinforce_ada.generation.vllm.serve import generated_tokens, generated_tokens_when_idle, local_vllm_server
     from reinforce_ada.models.tiny import build_char_tokenizer
     from reinforce_ada.models.tiny import SHIPPED_START_MODELS
     from reinforce_ada.sampling.protocols import GenerationRequest

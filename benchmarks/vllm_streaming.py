@@ -50,7 +50,7 @@ def build_engine(kind: str, model, tokenizer, max_new_tokens: int):
 
         return VLLMGenerator(model, tokenizer, dtype="float32", max_new_tokens=max_new_tokens,
                              use_chat_template=False, engine_kwargs={"enforce_eager": True})
-    from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+    from reinforce_ada.generation.vllm.async_engine import VLLMAsyncEngine
 
     return VLLMAsyncEngine.for_model(model, tokenizer, dtype="float32", max_new_tokens=max_new_tokens,
                                      use_chat_template=False, enforce_eager=True)

@@ -78,8 +78,9 @@ def main() -> None:
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # the rpc path sends a function to the worker
     torch.set_num_threads(1)
     from reinforce_ada.generation.vllm import VLLMGenerator
-    from reinforce_ada.generation.vllm_async import VLLMAsyncEngine, pack_weights
-    from reinforce_ada.generation.vllm_weights import named_weights
+    from reinforce_ada.generation.vllm.async_engine import VLLMAsyncEngine
+    from reinforce_ada.generation.vllm.weights import pack_weights
+    from reinforce_ada.generation.vllm.weights import named_weights
 
     if args.model == "tiny":
         from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model

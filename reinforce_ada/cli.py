@@ -5,7 +5,10 @@ A :class:`~reinforce_ada.errors.UserError` (a bad setting, file, row or option),
 (``ImportError``) or an operating-system error (a missing file, a full disk) is printed as one line
 ``error: <message>`` and the command exits with status 2. A run that stops because it cannot learn
 (``RunStopped``) and a generator that failed for good (``GenerationError``: a server that keeps timing out, an answer
-that does not fit the request) end in one line with status 3. Any other exception is a bug and keeps its traceback.
+that does not fit the request) end in one line with status 3. Ctrl-C, SIGHUP and SIGTERM stop a command in one line
+(status 130, 129, 143); a training run first records a ``stopped`` event and then says how it goes on (``--resume``
+from its newest checkpoint, or ``--overwrite`` before the first). Any other exception is a bug and keeps its
+traceback.
 A usage error (an unknown option, a value of the wrong type) is one line naming the option and the value, with a
 close spelling when there is one; the full usage only with ``--help``.
 
@@ -19,11 +22,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from reinforce_ada.errors import UserError
+from reinforce_ada.errors import Signalled, UserError
 
 
 # -- the subcommands, in the order ``--help`` lists them -----------------------------------------------------------
@@ -42,14 +46,17 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int] | str
     description: str = ""
     doc_description: bool = False
+    usage: str | None = None
+    """The usage line, for a command with too many options to list there (argparse's own otherwise)."""
 
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("train", "train a model with Reinforce-Ada (no arguments: the built-in CPU demo)",
                "reinforce_ada.commands.train:add_arguments", "reinforce_ada.commands.train:run",
                description="Train with Reinforce-Ada, GRPO or DAPO. Settings come from the defaults, then --config "
-                           "YAML, then the options below. With no arguments: a tiny char-level model on 2-digit "
-                           "addition, on CPU."),
+                           "YAML, then the options below (each option is a TrainConfig field; its full description: "
+                           "docs/settings.md). With no arguments: a tiny char-level model on 2-digit addition, on CPU.",
+               usage="%(prog)s [--config YAML] [--OPTION VALUE ...]"),
     Subcommand("simulate", "compare sampling strategies on simulated prompts",
                "reinforce_ada.commands.simulate:add_arguments", "reinforce_ada.commands.simulate:run",
                description="Run GRPO, DAPO, Ada-positive and Ada-balanced through the real samplers on prompts with "
@@ -72,7 +79,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                            "drift (logistic learning model), with a generation-latency model."),
     Subcommand("compare", "strategies side by side at equal steps, tokens and seconds, on any model and data",
                "reinforce_ada.commands.compare:add_arguments", "reinforce_ada.commands.compare:run",
-               doc_description=True),
+               doc_description=True, usage="%(prog)s --strategies STRATEGY [STRATEGY ...] --lrs LR [LR ...] "
+                                          "[--seeds SEED ...] [--out DIR] [--OPTION VALUE ...]"),
 )
 
 
@@ -92,10 +100,19 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    argv: list[str] = []
+    """The words being parsed (set by :meth:`parse_args` on the class, so a subcommand's parser sees them too)."""
+
     def error(self, message: str):  # noqa: D102 -- argparse's hook; the usage is left to --help
+        if message.startswith("the following arguments are required") and not any(
+                not action.option_strings for action in self._actions):  # no positional a stray word could be
+            second_values = [word for i, word in enumerate(_Parser.argv[2:], 2) if not word.startswith("-")
+                             and not _Parser.argv[i - 1].startswith("-") and _Parser.argv[i - 2].startswith("-")]
+            message += _stray_value(second_values, _Parser.argv, self)
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")  # the one prefix: as main's own errors
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102
+        _Parser.argv = sys.argv[1:] if args is None else list(args)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:  # named by the parser they were given to: the subcommand's, when one was chosen
             parser = self._subcommand_parsers().get(getattr(parsed, "command", None), self)
@@ -123,7 +140,7 @@ def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str
     import difflib
 
     known = [option for parser in parsers for action in parser._actions for option in action.option_strings
-             if action.help is not argparse.SUPPRESS]
+             if action.help is not argparse.SUPPRESS or hasattr(action, "alias_of")]
     for extra in extras:
         if extra.startswith("-"):
             close = difflib.get_close_matches(extra.partition("=")[0], known, n=1)
@@ -132,27 +149,36 @@ def _closest_option(extras: list[str], *parsers: argparse.ArgumentParser) -> str
     return ""
 
 
-def _stray_value(extras: list[str], argv: list[str], parser: argparse.ArgumentParser) -> str:
-    """`` (--seed takes one value; did you mean --seeds?)`` when the first unknown word that is not an option
-    follows an option that takes one value: the word was meant as its second value. The option that takes several
-    values with the closest spelling is named when there is one; empty when the word follows no such option."""
+def _stray_value(words: list[str], argv: list[str], parser: argparse.ArgumentParser) -> str:
+    """`` (--seed takes one value; did you mean --seeds?)`` for the first of ``words`` (not options) that follows an
+    option taking one value and that option's value: the word was meant as its second value. The option that takes
+    several values with the closest spelling is named when there is one; empty when no word is such a stray."""
     import difflib
 
-    stray = next((extra for extra in extras if not extra.startswith("-")), None)
-    if stray is None or stray not in argv:
-        return ""
-    before = argv[:argv.index(stray)]
-    option = next((word.partition("=")[0] for word in reversed(before) if word.startswith("-")), None)
-    action = parser._option_string_actions.get(option) if option else None
-    if action is None or action.nargs not in (None, "?") or not action.option_strings:
-        return ""
-    several = [name for other in parser._actions if other.nargs in ("+", "*") for name in other.option_strings]
-    close = difflib.get_close_matches(option, several, n=1)
-    return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
+    for stray in (word for word in words if not word.startswith("-") and word in argv):
+        before = argv[:argv.index(stray)]
+        option = next((word.partition("=")[0] for word in reversed(before) if word.startswith("-")), None)
+        action = parser._option_string_actions.get(option) if option else None
+        if action is None or action.nargs not in (None, "?") or not action.option_strings:
+            continue
+        several = [name for other in parser._actions if other.nargs in ("+", "*") for name in other.option_strings]
+        close = difflib.get_close_matches(option, several, n=1)
+        return f" ({option} takes one value" + (f"; did you mean {close[0]}?)" if close else ")")
+    return ""
+
+
+def _help_width() -> int:
+    """The width argparse wraps help to (the terminal's, as ``shutil`` reads it, less argparse's margin)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns - 2
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import textwrap
+
     from reinforce_ada.config.checks import terminal_text
+    from reinforce_ada.config.loading import ConfigHelpFormatter
 
     parser = _Parser(prog="reinforce-ada", description=terminal_text(__doc__.split("\n\n")[0]))
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -161,12 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in SUBCOMMANDS:
         run = _resolve(command.run)
-        if command.doc_description:
-            p = subparsers.add_parser(command.name, help=command.help,
-                                      description=terminal_text(sys.modules[run.__module__].__doc__.split("\n\n")[1]),
-                                      formatter_class=argparse.RawTextHelpFormatter)
-        else:
-            p = subparsers.add_parser(command.name, help=command.help, description=command.description)
+        description = (terminal_text(sys.modules[run.__module__].__doc__.split("\n\n")[1]) if command.doc_description
+                       else textwrap.fill(command.description, width=_help_width()))
+        p = subparsers.add_parser(command.name, help=command.help, description=description, usage=command.usage,
+                                  formatter_class=ConfigHelpFormatter)
         _resolve(command.arguments)(p)
         p.set_defaults(func=run)
     return parser
@@ -176,11 +200,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet_by_default(args.verbose)
+    previous = _stop_on_signals()
+    try:
+        return _run(args)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The subcommand, and every way it can fail as one line (module docstring)."""
     from reinforce_ada.sampling.protocols import GenerationError
-    from reinforce_ada.training.guards import RunStopped
+    from reinforce_ada.training.guards import RunInterrupted, RunStopped
+
+    from reinforce_ada.json_stdout import json_only_stdout
 
     try:
-        return args.func(args)
+        with json_only_stdout(getattr(args, "json", None) is True):  # --json: stdout holds the JSON alone
+            return args.func(args)
     except (UserError, ImportError) as err:
         print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
@@ -193,11 +230,35 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # nothing is half-written: checkpoints and metrics lines are written whole
+    except RunInterrupted as err:  # the run said which interrupt, where, and how it goes on
+        print(f"interrupted: reinforce-ada {args.command} stopped ({err})", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt as err:  # nothing is half-written: checkpoints and metrics lines are written whole
+        what = err.name if isinstance(err, Signalled) else "KeyboardInterrupt"
         hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
                 "a training run continues from its newest checkpoint with --resume")
-        print(f"interrupted: reinforce-ada {args.command} stopped (KeyboardInterrupt); {hint}", file=sys.stderr)
-        return 130
+        print(f"interrupted: reinforce-ada {args.command} stopped ({what}); {hint}", file=sys.stderr)
+        return getattr(err, "exit_status", 130)
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGHUP (the terminal went away) and SIGTERM raise :class:`~reinforce_ada.errors.Signalled` where the program
+    is, so a command stops as on Ctrl-C (a run records its ``stopped`` event and says how it goes on) instead of
+    dying without a word; returns the handlers they replace (none outside the main thread, where none can be set)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(number: int, _frame: Any) -> None:
+        raise Signalled(signal.Signals(number).name, number)
+
+    previous = {}
+    for name in ("SIGHUP", "SIGTERM"):
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[number] = signal.signal(number, stop)
+    return previous
 
 
 def quiet_by_default(verbose: int) -> None:

@@ -59,3 +59,13 @@ class VerifierError(ValueError):
     """The verifier returned something unusable (wrong length, NaN or infinite reward). Not a :class:`UserError`:
     the samplers count it as a failed verification (``on_verifier_failure``), and the run's guards stop a run whose
     verifier fails on (almost) everything (exit 3). Also importable from :mod:`reinforce_ada.sampling.protocols`."""
+
+
+class Signalled(KeyboardInterrupt):
+    """A signal that asks the process to stop (SIGHUP: its terminal went away; SIGTERM), raised where the program is,
+    as Ctrl-C raises :class:`KeyboardInterrupt`, so a run stops the same way: its ``stopped`` event recorded, one
+    line said. ``exit_status`` is the shell's for that signal (128 + its number)."""
+
+    def __init__(self, name: str, number: int):
+        super().__init__(name)
+        self.name, self.exit_status = name, 128 + number

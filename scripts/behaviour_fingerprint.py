@@ -19,8 +19,11 @@ Record the reference once, on the commit the change starts from, then check ever
     python scripts/behaviour_fingerprint.py --write benchmarks/results/behaviour_fingerprint.json
     python scripts/behaviour_fingerprint.py --check benchmarks/results/behaviour_fingerprint.json
 
-The hashes are of floating-point results, so they hold on one machine (CPU, BLAS build, torch version); on another,
-record a reference from the starting commit there first. ``--check`` exits 1 naming every case that differs.
+The hashes are of floating-point results. The tiny model's runs compute with torch's portable CPU kernels and MKL's
+reproducible path (:mod:`reinforce_ada.cpu_numerics`), so they should not depend on the CPU's vector instructions;
+they still depend on the torch, MKL and transformers builds (the committed reference: torch 2.13.0 CPU, transformers
+5.25.0). Where a check fails on an untouched tree, record a reference from the starting commit there first.
+``--check`` exits 1 naming every case that differs.
 """
 
 from __future__ import annotations

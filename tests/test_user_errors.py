@@ -130,6 +130,20 @@ def test_yaml_scientific_notation_is_a_number(tmp_path):
     assert config.learning_rate == 1e-6 and config.kl_coef == 2e-3
 
 
+@pytest.mark.fault("a path starting with ~ where no shell expands it (YAML `output_dir: ~/run`, `--output-dir=~/run`)",
+                   "the home folder, as a shell would give it (it made a folder named `~` in the current one)")
+def test_a_path_from_yaml_starting_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = yaml_file(tmp_path, "output_dir: ~/run\ndata: ~/rows.jsonl\neval_data: ~/held_out.jsonl\nmodel: ~/model\n"
+                               "sampler: {mode: streaming, memory: {enabled: true, seed: ~/rates.jsonl}}\n")
+    config = load_config(TrainConfig, str(path))
+    home = tmp_path / "home"
+    assert (config.output_dir, config.data, config.eval_data, config.model, config.sampler.memory.seed) == (
+        str(home / "run"), str(home / "rows.jsonl"), str(home / "held_out.jsonl"), str(home / "model"),
+        str(home / "rates.jsonl"))
+    assert load_config(TrainConfig, None, {"output_dir": "~/other"}).output_dir == str(home / "other")
+
+
 def test_yaml_booleans_and_command_line_spellings(tmp_path, capsys, no_trainer):
     assert load_config(TrainConfig, str(yaml_file(tmp_path, "lora: yes\nresume: false\n"))).lora is True
     for spelling, value in [("true", True), ("On", True), ("1", True), ("no", False), ("FALSE", False)]:
@@ -224,6 +238,9 @@ def test_abbreviated_options_are_refused(capsys, no_trainer, argv, option):
      "simulate --help)"),
     (["eval", "run", "--kk", "3"],
      "error: unrecognized arguments: --kk 3 (did you mean --k?) (see reinforce-ada eval --help)"),
+    (["compare", "--seed", "0", "1"],
+     "error: the following arguments are required: --strategies, --lrs (--seed takes one value; did you mean "
+     "--seeds?) (see reinforce-ada compare --help)"),
     (["compare", "--seed", "0", "1", "--strategies", "grpo", "--lrs", "1e-3"],
      "error: unrecognized arguments: 1 (--seed takes one value; did you mean --seeds?) (see "
      "reinforce-ada compare --help)"),

@@ -20,6 +20,7 @@ from typing import Any
 
 from reinforce_ada.errors import DataError, UsageError
 from reinforce_ada.evaluation import evaluate, format_results
+from reinforce_ada.json_stdout import print_result
 from reinforce_ada.outputs import refuse_existing_outputs, refuse_unsafe_outputs, source_inputs
 from reinforce_ada.sampling.protocols import Verifier
 from reinforce_ada.types import Prompt
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     results.update(model=str(source.model_dir), run=None if source.run_dir is None else str(source.run_dir),
                    verifiers=verifier_names, prompts=described, settings=settings, settings_from_run=from_run)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print_result(json.dumps(results, indent=2))
         if args.out:
             print(f"wrote {Path(args.out).resolve()}", file=sys.stderr)  # stdout holds the JSON alone
         return 0

@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.json_stdout import print_result
     from reinforce_ada.research.simulate import (check_counts, check_simulation_inputs, finite_or_none, format_table,
                                                  grpo_signal_closed_form, pass_rates_from, plot, simulate)
     from reinforce_ada.outputs import refuse_unsafe_outputs
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
                        dapo_max_batches=args.dapo_max_batches, seed=args.seed)
     keys = ("strategy", "samples_per_prompt", "signal_fraction", "samples_per_signal_prompt", "rounds_max")
     if args.json:
-        print(json.dumps([{k: finite_or_none(asdict(r)[k]) for k in keys} for r in results], indent=2, allow_nan=False))
+        print_result(json.dumps([{k: finite_or_none(asdict(r)[k]) for k in keys} for r in results], indent=2,
+                                allow_nan=False))
     else:
         print(f"{len(rates)} prompts, pass rates {args.dist}, M={args.samples_per_round} N={args.max_rounds} "
               f"n={args.group_size}; GRPO n={args.group_size} closed-form signal "

@@ -9,13 +9,14 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from reinforce_ada.config import STRATEGIES, TrainConfig, add_config_arguments
+    from reinforce_ada.config import TrainConfig, add_config_arguments
+    from reinforce_ada.config.strategies import strategies_text
     from reinforce_ada.data.tasks import task_names_text
     from reinforce_ada.verifiers.registry import VERIFIERS
 
-    p.add_argument("--config", help="YAML file of TrainConfig fields")
+    p.add_argument("--config", metavar="YAML", help="YAML file of TrainConfig fields")
     add_config_arguments(p, TrainConfig, choices={  # from the registries, so that a new entry is listed
-        "task": task_names_text(), "strategy": ", ".join(STRATEGIES),
+        "task": task_names_text(), "strategy": strategies_text(),
         "verifier": ", ".join([*VERIFIERS.names(), "package.module:function"])})
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["check_field_types", "field_docs", "terminal_text"]
+__all__ = ["check_field_types", "expand_home", "field_docs", "field_sections", "first_sentence", "terminal_text"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,6 +124,17 @@ def _check_choice(field_name: str, value: Any, choices: list[str], *, callable_o
 
 
 
+def expand_home(config: Any, names: tuple[str, ...]) -> None:
+    """Each of ``names`` that is a path starting with ``~`` gets the home folder put in, as a shell would: a YAML file
+    or ``--output-dir=~/run`` is read by no shell, and ``~`` would otherwise be a folder of that name."""
+    import os
+
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, str) and value.startswith("~"):
+            setattr(config, name, os.path.expanduser(value))
+
+
 SEED_MAX = 2**32 - 1
 """The largest seed every generator the run seeds takes (``np.random.seed`` refuses 2**32 and negatives)."""
 
@@ -178,3 +189,40 @@ def field_docs(cls: type) -> dict[str, str]:
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
             docs[node.target.id] = terminal_text(" ".join(nxt.value.value.split()))
     return docs
+
+
+@functools.lru_cache(maxsize=None)
+def field_sections(cls: type) -> dict[str, str]:
+    """Each field of a dataclass by the section its class body declares it under -- the ``# -- title ---`` comment
+    above it (the title up to a parenthesis) -- the groups of the command line's help; a field before any such comment
+    is in no section (absent)."""
+    import inspect
+    import textwrap
+
+    sections: dict[str, str] = {}
+    title = None
+    for line in textwrap.dedent(inspect.getsource(cls)).splitlines():
+        heading = re.match(r"\s+# -- (.+?) -{3,}$", line)
+        if heading:
+            title = heading.group(1).split(" (")[0].strip()
+            continue
+        declared = re.match(r"    (\w+): ", line)
+        if declared and title is not None and declared.group(1) in cls.__dataclass_fields__:
+            sections[declared.group(1)] = title
+    return sections
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``: up to the first ``.``, ``?`` or ``!`` outside brackets that is followed by a
+    space (not in ``e.g.`` or ``i.e.``); the whole text when it has one sentence.
+
+    >>> first_sentence("Passes over each step's completions (e.g. 2). More after.")
+    "Passes over each step's completions (e.g. 2)."
+    """
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if (char in ".?!" and depth <= 0 and text[i + 1:i + 2] == " "
+                and not text[max(0, i - 4):i + 1].endswith(("e.g.", "i.e.", "vs."))):
+            return text[:i + 1]
+    return text

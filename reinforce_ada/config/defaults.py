@@ -1,11 +1,15 @@
 """The values :class:`~reinforce_ada.config.train.TrainConfig` fills in when a field is left unset: the model-dependent
-defaults (by :func:`model_kind`), the rollout/trainer mismatch limit by dtype, and reasoning-gym's system prompt."""
+defaults (by :func:`model_kind`, filled in by :func:`resolve_model_defaults`), the rollout/trainer mismatch limit by
+dtype, and reasoning-gym's system prompt."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "model_kind", "reasoning_gym_system_prompt"]
+from reinforce_ada.errors import ConfigError
+
+__all__ = ["MODEL_DEFAULTS", "ROLLOUT_MISMATCH_LIMITS", "model_kind", "reasoning_gym_system_prompt",
+           "resolve_model_defaults"]
 
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -41,3 +45,16 @@ def reasoning_gym_system_prompt() -> str | None:
     except ImportError:  # the task itself raises the clear "install reasoning-gym" error later
         return None
     return SYSTEM_PROMPTS["default"]
+
+
+def resolve_model_defaults(config: Any) -> None:
+    """Fill a TrainConfig's fields left ``None`` with their values for its model's kind (:data:`MODEL_DEFAULTS`), and
+    a pretrained model's system prompt on a ``reasoning-gym:`` task with reasoning-gym's own."""
+    if not isinstance(config.model, str) or not config.model:
+        raise ConfigError(f"model must be a non-empty string (got {config.model!r})")
+    for name, value in MODEL_DEFAULTS[model_kind(config.model)].items():
+        if getattr(config, name) is None:
+            setattr(config, name, value)
+    if (config.system_prompt is None and model_kind(config.model) == "pretrained" and config.data is None
+            and isinstance(config.task, str) and config.task.startswith("reasoning-gym:")):
+        config.system_prompt = reasoning_gym_system_prompt()

@@ -5,8 +5,10 @@ command-line options generated from the config tree (``--sampler.exit-rule posit
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
+import textwrap
 import typing
 from dataclasses import fields
 from typing import Any
@@ -14,8 +16,9 @@ from typing import Any
 from reinforce_ada.config.checks import _field_types, check_field_types, field_docs, unknown_fields
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["FALSE_SPELLINGS", "TRUE_SPELLINGS", "add_config_arguments", "config_settings", "flat_aliases",
-           "load_config", "read_config_file"]
+__all__ = ["FALSE_SPELLINGS", "SECTION_NOTES", "TRUE_SPELLINGS", "ConfigHelpFormatter", "ConfigOption",
+           "add_config_arguments", "config_options", "config_settings", "flat_aliases", "load_config",
+           "read_config_file"]
 
 
 TRUE_SPELLINGS = ("true", "yes", "on", "1")
@@ -26,8 +29,6 @@ or ``"true"`` is an error, not a truthy value."""
 
 
 def _parse_bool(text: str) -> bool:
-    import argparse
-
     lowered = text.lower()
     if lowered in TRUE_SPELLINGS:
         return True
@@ -215,32 +216,106 @@ def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | 
     return cls(**_merge(values, given))
 
 
-def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None = None) -> None:
-    """One ``--field-name`` option per field of the config tree (``--section.field-name`` inside a section, plus
-    the flat aliases of :func:`flat_aliases`), typed from its annotation, defaulting to "not given"; the help is the
-    field's docstring as a terminal shows it, then ``choices[dotted name]`` when given (the names a registry holds,
-    listed by the caller that knows the registry)."""
-    import argparse
+@dataclasses.dataclass(frozen=True)
+class ConfigOption:
+    """One setting of a config tree as the command line offers it (:func:`config_options`)."""
 
+    dotted: str
+    """Its dotted name (``sampler.group_size``): the YAML path, and the dest of its ``--sampler.group-size``."""
+    section: str
+    """Its help group: the class body's section it is declared under, or the nested section's dotted name."""
+    options: tuple[str, ...]
+    """Its spellings, the one the help shows first (a flat alias, ``--group-size``, before ``--sampler.group-size``)."""
+    kind: type
+    """``bool``, ``int``, ``float`` or ``str``: how the command line reads its value."""
+    default: str
+    """The default as the help writes it (``""`` for a ``None`` that means "not given" and a boolean's ``False``)."""
+    doc: str
+    """Its whole docstring, as a terminal shows it."""
+
+    @property
+    def dests(self) -> tuple[str, ...]:
+        """Each spelling's own dest (the dotted name, or the flat alias), so that giving two is caught."""
+        return tuple(option.removeprefix("--").replace("-", "_") for option in self.options)
+
+
+def config_options(cls: type) -> list[ConfigOption]:
+    """Every setting of the config tree under ``cls``, in declaration order, as the command line offers it: one
+    ``--field-name`` per field (``--section.field-name`` inside a section), plus the flat alias of
+    :func:`flat_aliases` where there is one; grouped by the section of ``cls``'s class body each is declared under
+    (:func:`~reinforce_ada.config.checks.field_sections`), a nested section's fields by its dotted name. The
+    command line's options (:func:`add_config_arguments`) and docs/settings.md (``scripts/settings_doc.py``) are
+    both made from this."""
+    from reinforce_ada.config.checks import field_sections
     from reinforce_ada.config.defaults import MODEL_DEFAULTS
 
     aliases = {dotted: alias for alias, dotted in flat_aliases(cls).items()}
+    sections = field_sections(cls)
+    out = []
     for dotted, (owner, name) in _leaves(cls).items():
         f = owner.__dataclass_fields__[name]
-        hint = _field_types(owner)[name]
-        members = typing.get_args(hint) or (hint,)
-        flag = "--" + dotted.replace("_", "-")
-        default = ("model-dependent" if f.default is None and name in MODEL_DEFAULTS["tiny"] and owner is cls
-                   else repr(f.default))
-        listed = f" One of: {choices[dotted]}." if choices and dotted in choices else ""
-        help_text = f"{field_docs(owner).get(name, '')}{listed} (default: {default})".replace("%", "%%")
-        spellings = [(flag, dotted, help_text)]
-        if dotted in aliases:  # its own dest, so that giving both spellings is caught by load_config
-            spellings.append(("--" + aliases[dotted].replace("_", "-"), aliases[dotted], f"alias of {flag}"))
-        for option, dest, text in spellings:
-            kwargs: dict[str, Any] = dict(dest=dest, default=argparse.SUPPRESS, help=text)
-            if bool in members:
-                parser.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
+        members = typing.get_args(_field_types(owner)[name]) or (_field_types(owner)[name],)
+        kind = next((t for t in (bool, int, float) if t in members), str)
+        if f.default is None and name in MODEL_DEFAULTS["tiny"] and owner is cls:
+            default = "by model"
+        elif f.default is None or (kind is bool and f.default is False):
+            default = ""  # None: not given; False: the option alone turns it on
+        else:
+            default = repr(f.default)
+        options = ("--" + dotted.replace("_", "-"),)
+        if dotted in aliases:
+            options = ("--" + aliases[dotted].replace("_", "-"), *options)
+        out.append(ConfigOption(dotted, dotted.rpartition(".")[0] or sections.get(name, "options"), options, kind,
+                                default, field_docs(owner).get(name, "")))
+    return out
+
+
+def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None = None) -> None:
+    """The options of :func:`config_options`, typed, defaulting to "not given", in one help group each section. Each
+    spelling is an option of its own with its own dest (giving both is caught by :func:`load_config`); the help shows
+    the first, and the ``sampler`` group says once that every option in it is also ``--sampler.NAME``. An option's
+    help is the first sentence of its docstring (the whole docstring: docs/settings.md), then
+    ``choices[dotted name]`` when given (what a registry holds, listed by the caller that knows it), then the
+    default."""
+    from reinforce_ada.config.checks import first_sentence
+
+    groups: dict[str, Any] = {}
+    for setting in config_options(cls):
+        listed = f" One of: {choices[setting.dotted]}." if choices and setting.dotted in choices else ""
+        shown_default = f" (default: {setting.default})" if setting.default else ""
+        help_text = f"{first_sentence(setting.doc)}{listed}{shown_default}".replace("%", "%%")
+        group = groups.get(setting.section)
+        if group is None and isinstance(parser, argparse._ArgumentGroup):  # a group of another command's: in it
+            group = parser
+        elif group is None:
+            note = SECTION_NOTES.get(setting.section)
+            group = groups[setting.section] = parser.add_argument_group(setting.section,
+                                                                         note and textwrap.fill(note, 78))
+        for i, (option, dest) in enumerate(zip(setting.options, setting.dests)):
+            kwargs: dict[str, Any] = dict(dest=dest, default=argparse.SUPPRESS,
+                                          help=help_text if i == 0 else argparse.SUPPRESS)
+            if setting.kind is bool:
+                action = group.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
             else:
-                kind = int if int in members else float if float in members else str
-                parser.add_argument(option, type=kind, metavar=name.upper(), **kwargs)
+                action = group.add_argument(option, type=setting.kind, metavar=_METAVARS[setting.kind], **kwargs)
+            if i:
+                action.alias_of = setting.options[0]  # not in the help, but a spelling the command line suggests
+
+
+_METAVARS = {int: "N", float: "X", str: "TEXT"}
+"""An option's value in the help, by type (a boolean's is ``[BOOL]``: ``--lora`` alone means true)."""
+
+SECTION_NOTES = {"sampler": "Each option here is also accepted as --sampler.NAME (the config tree's spelling; in "
+                             "YAML: sampler: {NAME: value}).",
+                  "sampler.streaming": "sampler.mode streaming (YAML: sampler: {streaming: {NAME: value}}).",
+                  "sampler.memory": "The cross-step pass-rate memory (YAML: sampler: {memory: {NAME: value}})."}
+"""A line under a nested section's heading in the help."""
+
+
+class ConfigHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The help of a command whose options come from a config tree (:func:`add_config_arguments`): each option's help
+    wrapped at spaces only (``ada-balanced`` and ``reasoning-gym:<dataset>`` stay whole), the description as
+    written."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)

@@ -94,9 +94,9 @@ class SamplerConfig:
     signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
     allocated by value (TRL and verl need a group per prompt)."""
     budget_half_life: float | None = 2.0
-    """Budget mode: presentations of a prompt after which its remembered evidence counts half (the memory decays
+    """Budget mode: presentations of a prompt after which its remembered evidence counts half. The memory decays
     per visit of the prompt, not per step, so it works whatever the number of steps between visits; a skipped prompt
-    decays too and is retried later). None: never decays."""
+    decays too and is retried later. None: never decays."""
     budget_probe: int | None = None
     """Budget mode: samples a prompt draws first (None: ``group_size``, GRPO's group). A smaller probe is
     re-planned once scored, so a prompt that turns out saturated or hopeless costs less; it may then end the step
@@ -108,8 +108,8 @@ class SamplerConfig:
     signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
     ``budget_skip`` is False."""
     budget_min_signal_rate: float = 0.0
-    """Budget mode: the *price of signal* -- the least chance of a group with signal that each sample must buy (as
-    ``streaming.min_signal_rate`` does for the streaming sampler; GRESO's skipping, without re-spending). A prompt
+    """Budget mode: the *price of signal*, the least chance of a group with signal that each sample must buy. As
+    ``streaming.min_signal_rate`` does for the streaming sampler (GRESO's skipping, without re-spending). A prompt
     whose next samples are worth less (remembered as saturated or hopeless) gets none, and its share of the budget
     is left unspent: the step draws fewer samples, so more steps fit in a token budget. Under ``mixed`` an unseen
     prompt's first group is worth ``(n - 1) / (n + 1) / n`` per sample (0.15 for n = 4), so a lower price never
@@ -131,12 +131,12 @@ class SamplerConfig:
     seed: int = 0
     """Seed for the random choices of selection (the trainer sets it to its own ``seed``)."""
     mode: str = "rounds"
-    """``"rounds"`` (the paper's Seq: every active prompt waits for the round barrier), ``"streaming"`` (no barrier: a
-    prompt's next samples are submitted as soon as its last ones are scored, and cancelled when it exits; see
-    docs/beyond_the_paper.md; not with budget mode) or ``"est"`` (Reinforce-Ada-Est, arXiv 2510.04996v3 Alg. 1: one
-    generation call per step, each prompt's sample count from its remembered pass rate, every sample trained on;
-    settings in ``est``; needs ``selection="all"``, ``advantage="pool"``, ``exit_rule="once"`` -- strategy
-    ``ada-est`` sets them). The sampler factory builds the sampler this names."""
+    """``"rounds"``, ``"streaming"`` or ``"est"``. Rounds: the paper's Seq, every active prompt waits for the round
+    barrier; streaming: no barrier, a prompt's next samples are submitted as soon as its last ones are scored, and
+    cancelled when it exits (see docs/beyond_the_paper.md; not with budget mode); est: Reinforce-Ada-Est (arXiv
+    2510.04996v3 Alg. 1), one generation call per step, each prompt's sample count from its remembered pass rate,
+    every sample trained on (settings in ``est``; needs ``selection="all"``, ``advantage="pool"``,
+    ``exit_rule="once"``: strategy ``ada-est`` sets them). The sampler factory builds the sampler this names."""
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
     """Settings of ``mode="streaming"`` (:class:`~reinforce_ada.config.StreamingConfig`)."""
     memory: MemoryConfig = field(default_factory=MemoryConfig)

@@ -9,7 +9,7 @@ from typing import Any
 from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, SamplerConfig
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "check_strategy_sampler",
+__all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "check_strategy_sampler", "strategies_text",
            "strategy_sampler_values"]
 
 GROUP_SIZE = "<group_size>"
@@ -43,6 +43,22 @@ A field the strategy sets may be given only with the strategy's value (anything 
 
 STRATEGIES = tuple(STRATEGY_SAMPLER_SETTINGS)
 """The trainer's sampling strategies (the keys of :data:`STRATEGY_SAMPLER_SETTINGS`)."""
+
+
+def strategies_text() -> str:
+    """:data:`STRATEGY_SAMPLER_SETTINGS` in words, for the command line's help: each strategy and what it sets in
+    ``sampler`` (strategies that set the same, together).
+
+    >>> strategies_text().split("; ")[0]
+    'ada-balanced (exit_rule=balanced)'
+    """
+    def value(item: Any) -> str:
+        return "group_size" if item == GROUP_SIZE else str(item)
+
+    alike: dict[str, list[str]] = {}
+    for name, settings in STRATEGY_SAMPLER_SETTINGS.items():
+        alike.setdefault(", ".join(f"{key}={value(item)}" for key, item in settings.items()), []).append(name)
+    return "; ".join(f"{' and '.join(names)} ({sets})" for sets, names in alike.items())
 
 def given_sampler_values(sampler: SamplerConfig | dict[str, Any]) -> dict[str, Any]:
     """The fields given: a mapping as it is; for a built :class:`SamplerConfig`, the fields that differ from their

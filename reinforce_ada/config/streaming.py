@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reinforce_ada.config.checks import _check_choice, _check_types
+from reinforce_ada.config.checks import _check_choice, _check_types, expand_home
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["MemoryConfig", "StreamingConfig"]
@@ -27,8 +27,8 @@ class StreamingConfig:
     target: float = 0.3
     """With ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
     give_up_below: float = 0.0
-    """Stop sampling a prompt once what its remaining budget can still buy is unlikely -- for a one-class pool, the
-    posterior chance of seeing the other class; otherwise the chance of exiting (0: never)."""
+    """Stop sampling a prompt once what its remaining budget can still buy is this unlikely (0: never). For a
+    one-class pool that is the posterior chance of seeing the other class; otherwise the chance of exiting."""
     min_signal_rate: float = 0.0
     """The price of signal. Give up a one-class pool once the posterior chance that its next sample is of the missing
     class falls below this, and skip a prompt whose best signal-prompts per sample is below it (0: off; with memory
@@ -81,6 +81,7 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="memory.")
+        expand_home(self, ("seed",))
         for name in ("half_life", "max_evidence"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"memory.{name} must be positive (got {getattr(self, name)})")

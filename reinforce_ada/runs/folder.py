@@ -211,6 +211,10 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
     except CheckpointError as err:
         raise unusable(latest, str(err)) from None
     check_config_format(latest, state["config"])
+    if config.max_steps < state["step"]:  # the loop would not run, and the summary and config.json would disagree
+        raise RunFolderError(f"--resume: {latest} is at step {state['step']}, past --max-steps {config.max_steps}; a "
+                             f"run cannot go back: give --max-steps {state['step']} or more (the same number finishes "
+                             f"a run a kill cut short), or --overwrite to start over")
     changes = resume_changes(state["config"], config)
     guarded = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
     if guarded and not config.force_resume_changes:

@@ -76,7 +76,7 @@ class StreamingSampler(PoolSampler):
     """Streaming adaptive sampling over an :class:`AsyncEngine` (see the module docstring).
 
     ``sample(prompts)`` runs its own event loop, or the engine's when it has one (``engine.run_in_loop(coro)``, e.g.
-    :class:`~reinforce_ada.generation.vllm_async.VLLMAsyncEngine`, whose ``AsyncLLM`` is bound to the loop it started
+    :class:`~reinforce_ada.generation.vllm.async_engine.VLLMAsyncEngine`, whose ``AsyncLLM`` is bound to the loop it started
     in); from async code use ``await sample_async(prompts)``.
     """
 

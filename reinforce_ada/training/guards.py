@@ -30,6 +30,16 @@ class RunStopped(RuntimeError):
     """The run cannot learn (or would write untrue numbers) and stopped; the message names the step and the cause."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """An interrupt (Ctrl-C, SIGINT, SIGHUP, SIGTERM) stopped the run after its ``stopped`` event was recorded; the
+    message names the interrupt and the step, and says how the run goes on: ``--resume`` from the newest checkpoint,
+    or, before the first checkpoint, ``--overwrite`` to start it over. ``exit_status``: 130, or the signal's."""
+
+    def __init__(self, message: str, exit_status: int = 130):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
 class StaleEngineError(RunStopped):
     """The generation engine samples from other weights than the trainer's (its log-probs of the sampled tokens
     disagree with the trainer's far beyond numerical noise)."""

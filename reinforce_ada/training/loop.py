@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from reinforce_ada.config import ConfigError, TrainConfig
+from reinforce_ada.errors import Signalled
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.difficulty import STRATA_FILE, Strata
 from reinforce_ada.evaluation import sampled_accuracy
@@ -38,8 +39,8 @@ from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.runs.resume import decide_start
 from reinforce_ada.sampling.factory import build_sampler
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
-from reinforce_ada.training.guards import (GenerationStopped, RunStopped, check_finite, check_prompt_lengths,
-                                           check_verifier_failures, watch_verifier)
+from reinforce_ada.training.guards import (GenerationStopped, RunInterrupted, RunStopped, check_finite,
+                                           check_prompt_lengths, check_verifier_failures, watch_verifier)
 from reinforce_ada.training.metrics import MetricsWriter
 from reinforce_ada.training.preflight import check_train_inputs
 from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_optimizer,
@@ -149,6 +150,7 @@ class Trainer:
         self.strata = Strata.from_json(start.strata, f"{start.checkpoint}") if start.strata else None
         self._uncounted: dict[str, int] = {}  # verifier counts of the strata's samples, kept out of verifier/*
         self.nothing_to_do = start.nothing_to_do  # a finished run resumed with no more steps changes nothing
+        self._evaluating: str | None = None  # the evaluation before the first step, while it runs (for an interrupt)
 
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -169,12 +171,25 @@ class Trainer:
         except RunStopped as err:
             record_event(self.config, {"event": "stopped", "step": self.step, "reason": str(err)})
             raise
-        except KeyboardInterrupt:  # Ctrl-C, SIGINT, or a reward function raising it: the record says so
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGINT, SIGHUP/SIGTERM, a reward function raising it: recorded
+            what = err.name if isinstance(err, Signalled) else "KeyboardInterrupt"
+            where = self._evaluating or f"step {self.step + 1}"
             record_event(self.config, {"event": "stopped", "step": self.step,
-                                       "reason": f"interrupted (KeyboardInterrupt) during step {self.step + 1}"})
-            raise
+                                       "reason": f"interrupted ({what}) during {where}"})
+            raise RunInterrupted(f"{what} during {where}; {self._how_to_go_on()}",
+                                 getattr(err, "exit_status", 130)) from err
         finally:
             self._lock.release()
+
+    def _how_to_go_on(self) -> str:
+        """How a stopped run continues: from its newest checkpoint, or (none written yet) from the start."""
+        from reinforce_ada.runs.intact import latest_checkpoint
+
+        checkpoint = latest_checkpoint(self.output_dir)
+        if checkpoint is not None:
+            return f"--resume continues it from {checkpoint.name}"
+        return ("no checkpoint was written yet, so there is nothing to resume: the same command with --overwrite "
+                "starts it over")
 
     def _train(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
@@ -183,11 +198,15 @@ class Trainer:
         self.start.open_folder(cfg)  # the start recorded; metrics.jsonl cut back to the start's step
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg))
         if self.step == 0 and self.strata is None and cfg.eval_strata_samples and self.eval_prompts:
+            self._evaluating = "the difficulty strata before training"
             self.strata = self._fix_strata()
+            self._evaluating = None
         if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
             write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
         if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
+            self._evaluating = f"the held-out evaluation at step {self.step}"
             accuracy = self.evaluate()
+            self._evaluating = None
             self.accuracy_history.append((self.step, accuracy))
             writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
             if self.step == 0:

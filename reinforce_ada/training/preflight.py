@@ -9,7 +9,7 @@ the things those values name, cheaply and in one place, so a typo costs a second
   than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
   Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
 - ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
-  :mod:`reinforce_ada.data.loading`); a built-in task's bare name (``--data arithmetic``) is refused, naming
+  :mod:`reinforce_ada.data.loading`); the held-out prompts must not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
   ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
@@ -44,6 +44,7 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
             source = getattr(config, name)
             if source is not None:
                 check_data_source(name, source)
+        check_held_out_is_not_the_training_data(config.data, config.eval_data)
     if model and config.model == "tiny" and config.data is not None:
         raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
     if config.data is None and (data or (model and config.model == "tiny")):
@@ -136,6 +137,23 @@ def check_data_source(field: str, source: str) -> None:
         return
     if looks_like_path(source) or path.suffix.lower() in SUPPORTED_EXTENSIONS:
         raise DataError(f"{field}: {source} does not exist")
+
+
+def check_held_out_is_not_the_training_data(data: str | None, eval_data: str | None) -> None:
+    """``eval_data`` naming the training data itself (the same file, or the same dataset read the same way) is refused:
+    the held-out accuracy would measure the prompts the run trains on. (Prompts the two share are counted once both
+    are read: :func:`~reinforce_ada.training.setup.load_data`.)"""
+    if data is None or eval_data is None:
+        return
+    same = data == eval_data
+    try:
+        same = same or os.path.samefile(Path(data).expanduser(), Path(eval_data).expanduser())
+    except OSError:  # not two files: a dataset name, compared as written
+        pass
+    if same:
+        raise ConfigError(f"eval_data is the training data itself ({eval_data}): held-out accuracy would be measured "
+                          f"on the prompts the run trains on; give held-out prompts of their own (or leave "
+                          f"--eval-data out: no held-out accuracy)")
 
 
 def check_task(task: str | None) -> None:

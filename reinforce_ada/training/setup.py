@@ -10,6 +10,7 @@ a fixed order (the order matters: seeding comes before anything that draws rando
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any, Sequence
 
@@ -18,6 +19,8 @@ import numpy as np
 from reinforce_ada.config import TrainConfig
 from reinforce_ada.errors import NoDeviceError
 from reinforce_ada.types import Prompt
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_device(device: str) -> Any:
@@ -56,7 +59,23 @@ def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], 
         train = load_prompts(cfg.data, **prompt_keys(cfg))
     else:
         train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
-    return train, held_out_prompts(cfg, task), run_verifier(cfg, task)
+    held_out = held_out_prompts(cfg, task)
+    warn_of_shared_prompts(cfg, train, held_out)
+    return train, held_out, run_verifier(cfg, task)
+
+
+def warn_of_shared_prompts(cfg: TrainConfig, train: Sequence[Prompt], held_out: Sequence[Prompt]) -> None:
+    """One warning line when held-out prompts are also training prompts (the same text and answer): their accuracy
+    is then partly measured on what the run trains on. (The training file itself as ``eval_data`` is refused before
+    anything loads: :func:`~reinforce_ada.training.preflight.check_held_out_is_not_the_training_data`.)"""
+    from reinforce_ada.sampling.memory import prompt_key
+
+    trained = {prompt_key(p) for p in train}
+    shared = sum(prompt_key(p) in trained for p in held_out)
+    if shared:
+        logger.warning("%d of the %d held-out prompts (%s) are also training prompts (%s): held-out accuracy is "
+                       "partly measured on prompts the run trains on", shared, len(held_out),
+                       cfg.eval_data or f"task {cfg.task}'s test split", cfg.data or f"task {cfg.task}'s train split")
 
 
 def load_model(cfg: TrainConfig, train_prompts: Sequence[Prompt], task: Any,

@@ -145,6 +145,28 @@ def test_eval_on_a_run_uses_its_settings_and_held_out_prompts(run, capsys, tmp_p
     assert results["settings"]["max_new_tokens"] == 2 and "max_new_tokens=4" not in results["settings_from_run"]
 
 
+@pytest.mark.fault("eval --json with a reward function that prints (DEBUG lines), in the process or in the worker "
+                   "process of a verifier timeout", "stdout holds the JSON alone, the printed lines go to stderr (they "
+                   "were in the middle of the JSON: not valid JSON)")
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_eval_json_stdout_holds_the_json_alone_when_the_verifier_prints(tmp_path, timeout):
+    import subprocess
+    import sys
+
+    (tmp_path / "loud_rewards.py").write_text(
+        "def loud(prompts, completions, **kwargs):\n"
+        "    print(f'DEBUG scoring {len(completions)} completions')\n"
+        "    return [0.0] * len(completions)\n")
+    run = make_run(tmp_path / "run", verifier="loud_rewards:loud", verifier_timeout=timeout)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get(
+        "PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "reinforce_ada.cli", "eval", str(run), "--k", "2", "--json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["verifiers"] == {"held-out": "loud_rewards:loud"}
+    assert "DEBUG scoring 20 completions" in done.stderr
+
+
 def test_eval_on_a_model_outside_a_run_needs_data(tmp_path, capsys, no_weights):
     bare = save_tiny(tmp_path / "bare")
     assert one_line(capsys, "eval", str(bare)) == (f"give --data: {bare} is not part of a run, so it has no held-out "

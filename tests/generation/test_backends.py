@@ -9,7 +9,7 @@ import pytest
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.generation.async_hf import AsyncHFEngine
 from reinforce_ada.sampling.sync_engine import AsyncGeneratorEngine
-from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+from reinforce_ada.generation.vllm.async_engine import VLLMAsyncEngine
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.models.tiny import build_char_tokenizer, build_tiny_model
 from reinforce_ada.research.select_prompts import estimate_pass_rates, select_by_pass_rate, write_pass_rates

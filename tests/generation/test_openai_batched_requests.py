@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("httpx")
 
 from reinforce_ada.config import SamplerConfig  # noqa: E402
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine  # noqa: E402
+from reinforce_ada.generation.server.answers import completions_of  # noqa: E402
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine  # noqa: E402
 from reinforce_ada.sampling.protocols import GenerationRequest  # noqa: E402
 from reinforce_ada.sampling.sampler import AdaptiveSampler  # noqa: E402
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler  # noqa: E402
@@ -52,17 +53,17 @@ def test_logprobs_can_be_turned_off_and_chat_asks_for_them_its_own_way():
     assert path == "/v1/chat/completions" and body["logprobs"] is True and body["top_logprobs"] == 0
     chat = {"choices": [{"index": 0, "message": {"content": "ab"}, "token_ids": [5, 6],
                          "logprobs": {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.5}]}}]}
-    [c] = client._parse(Prompt(0, "q"), chat)
+    [c] = completions_of(Prompt(0, "q"), chat)
     assert c.token_ids == (5, 6) and c.logprobs == [-0.5, -1.5]
     named = {"choices": [{"index": 0, "text": "ab", "logprobs": {"tokens": ["token_id:7", "token_id:8"],
                                                                    "token_logprobs": [-0.1, -0.2]}}]}
-    [c] = client._parse(Prompt(0, "q"), named)  # return_tokens_as_token_ids instead of token_ids
+    [c] = completions_of(Prompt(0, "q"), named)  # return_tokens_as_token_ids instead of token_ids
     assert c.token_ids == (7, 8) and c.logprobs == [-0.1, -0.2]
     with pytest.raises(ValueError, match="log-probs for"):
-        client._parse(Prompt(0, "q"), {"choices": [{"text": "ab", "token_ids": [1],
+        completions_of(Prompt(0, "q"), {"choices": [{"text": "ab", "token_ids": [1],
                                                     "logprobs": {"token_logprobs": [-0.1, -0.2]}}]})
     with pytest.raises(ValueError, match="expected 2"):
-        client._parse(Prompt(0, "q"), named, 2)
+        completions_of(Prompt(0, "q"), named, 2)
 
 
 def test_the_streaming_sampler_coalesces_a_prompts_wave_into_one_request():

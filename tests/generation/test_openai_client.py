@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("httpx")
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, ServerRequestError
+from reinforce_ada.generation.server.answers import ServerRequestError, completions_of
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine
 from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler
@@ -136,5 +137,6 @@ def test_chat_prompts_use_the_chat_endpoint_and_bad_urls_fail_early():
     path, body = client._payload(Prompt(0, [{"role": "user", "content": "hi"}]))
     assert path == "/v1/chat/completions" and body["messages"][0]["content"] == "hi"
     assert client.base_url == "http://127.0.0.1:1"
-    [completion] = client._parse(Prompt(0, "x"), {"choices": [{"message": {"content": "ok"}, "finish_reason": "length"}]})
+    [completion] = completions_of(Prompt(0, "x"),
+                                  {"choices": [{"message": {"content": "ok"}, "finish_reason": "length"}]})
     assert completion.text == "ok" and completion.finish_reason == "length"

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("httpx")
 
 from reinforce_ada.config import SamplerConfig  # noqa: E402
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine  # noqa: E402
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine  # noqa: E402
 from reinforce_ada.sampling.sampler import AdaptiveSampler  # noqa: E402
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest  # noqa: E402
 from reinforce_ada.types import Prompt  # noqa: E402

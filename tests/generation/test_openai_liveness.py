@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from reinforce_ada.generation.liveness import Liveness, ServerDeadError  # noqa: E402
-from reinforce_ada.generation.openai_answers import MissingTokenIdsError  # noqa: E402
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine  # noqa: E402
+from reinforce_ada.generation.server.liveness import Liveness, ServerDeadError  # noqa: E402
+from reinforce_ada.generation.server.answers import MissingTokenIdsError  # noqa: E402
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine  # noqa: E402
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationRequest  # noqa: E402
 from reinforce_ada.types import Prompt  # noqa: E402
 

@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, ServerRequestError
+from reinforce_ada.generation.server.answers import ServerRequestError
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine
 from reinforce_ada.sampling.protocols import GenerationError, GenerationRequest, is_transient
 from reinforce_ada.types import Prompt
 
@@ -26,7 +27,7 @@ def test_a_transient_failure_is_tried_again_because_the_rule_says_so(failure, mo
         [[completion]] = engine.generate([GenerationRequest(Prompt(0, "q"), 1)])
     assert engine.num_requests == 2 and list(server.attempts.values()) == [2]
     seen = []
-    monkeypatch.setattr("reinforce_ada.generation.openai_server.is_transient",
+    monkeypatch.setattr("reinforce_ada.generation.server.client.is_transient",
                         lambda err: seen.append(err) or False)  # the rule changed: nothing is transient
     with FakeOpenAIServer(first_fails) as server:
         engine = client(server.url)
@@ -48,7 +49,7 @@ def test_a_refused_request_is_a_fatal_error_the_rule_never_retries():
                    "ServerAnswerError (fatal) at the first attempt, never retried (it was retried as a malformed body)")
 @pytest.mark.parametrize("answer", ["wrong_n", "text_null", "logprob_mismatch"])
 def test_an_answer_that_does_not_fit_the_request_is_not_retried(answer):
-    from reinforce_ada.generation.openai_server import ServerAnswerError
+    from reinforce_ada.generation.server.answers import ServerAnswerError
 
     with FakeOpenAIServer(lambda index, request_id, attempt: answer) as server:
         engine = client(server.url)

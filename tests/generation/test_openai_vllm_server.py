@@ -20,9 +20,9 @@ import torch  # noqa: E402
 
 from reinforce_ada.config import SamplerConfig  # noqa: E402
 from reinforce_ada.data import get_task  # noqa: E402
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine  # noqa: E402
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine  # noqa: E402
 from reinforce_ada.generation.prompting import encode_prompt  # noqa: E402
-from reinforce_ada.generation.vllm_serve import (generated_tokens, generated_tokens_when_idle,  # noqa: E402
+from reinforce_ada.generation.vllm.serve import (generated_tokens, generated_tokens_when_idle,  # noqa: E402
                                                  local_vllm_server)
 from reinforce_ada.models.tiny import build_char_tokenizer  # noqa: E402
 from reinforce_ada.models.tiny import SHIPPED_START_MODELS  # noqa: E402

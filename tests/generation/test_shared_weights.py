@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-from reinforce_ada.generation.shared_weights import SharedWeights
-from reinforce_ada.generation.vllm_weights import named_weights
+from reinforce_ada.generation.vllm.shared_weights import SharedWeights
+from reinforce_ada.generation.vllm.weights import named_weights
 from reinforce_ada.models import build_tiny_model
 
 
@@ -53,7 +53,7 @@ def test_a_model_with_other_parameters_is_refused():
 def test_the_vllm_plugin_registers_the_backend_once_and_is_a_no_op_without_vllm():
     import importlib.util
 
-    from reinforce_ada.generation.shared_weights import BACKEND, register_vllm_backend
+    from reinforce_ada.generation.vllm.shared_weights import BACKEND, register_vllm_backend
 
     register_vllm_backend()
     register_vllm_backend()  # vLLM calls it in every process, possibly more than once

@@ -291,7 +291,7 @@ def test_unknown_backend_names_the_available_ones(tokenizer):
 def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
     from peft import LoraConfig, get_peft_model
 
-    from reinforce_ada.generation.vllm import named_weights
+    from reinforce_ada.generation.vllm.weights import named_weights
 
     base = build_tiny_model()
     expected_names = [name for name, _ in base.named_parameters()]
@@ -312,7 +312,7 @@ def test_named_weights_of_a_lora_model_are_the_merged_base_weights():
 
 
 def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, tokenizer):
-    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
+    from reinforce_ada.generation.vllm.weights import load_weights_on_worker
 
     model = build_tiny_model()
     model.name_or_path = "ckpt"
@@ -330,7 +330,7 @@ def test_out_of_process_engine_gets_weights_through_collective_rpc(fake_vllm, to
 
 @pytest.fixture
 def cpu_platform(fake_vllm, monkeypatch):
-    from reinforce_ada.generation import vllm_checks
+    from reinforce_ada.generation.vllm import checks as vllm_checks
 
     fake_vllm.platforms = SimpleNamespace(current_platform=FakePlatform(cpu=True))
     monkeypatch.setattr(vllm_checks, "_memory", lambda platform: (64 << 30, 60 << 30))  # room for the 0.1 share
@@ -342,13 +342,13 @@ def test_on_the_cpu_platform_the_defaults_suit_it_and_an_in_memory_model_is_writ
                                                                                           caplog):
     import os
 
-    from reinforce_ada.generation.vllm_checks import EngineSetupError
+    from reinforce_ada.generation.vllm.checks import EngineSetupError
 
     model = build_tiny_model(num_heads=2)  # built in memory: no checkpoint folder of its own
     with pytest.raises(EngineSetupError, match="enable_sleep_mode=True: vLLM's cpu platform has no sleep mode"):
         VLLMGenerator(model, tokenizer, enable_sleep_mode=True)  # asked for where there is none: before building
     assert not FakeLLM.instances
-    with caplog.at_level("WARNING", logger="reinforce_ada.generation.vllm"):
+    with caplog.at_level("WARNING", logger="reinforce_ada.generation.vllm.engine"):
         gen = VLLMGenerator(model, tokenizer)  # not asked for: off on the CPU, quietly
     kwargs = FakeLLM.instances[-1].kwargs
     assert (gen.weight_sync, gen.enable_sleep_mode, kwargs["enable_sleep_mode"]) == ("reload", False, False)
@@ -365,7 +365,7 @@ def test_on_the_cpu_platform_the_defaults_suit_it_and_an_in_memory_model_is_writ
 
 
 def test_the_reload_path_uses_vllms_reload_then_reprocesses_tied_layers(cpu_platform, tokenizer):
-    from reinforce_ada.generation.vllm_weights import reprocess_tied_layers
+    from reinforce_ada.generation.vllm.weights import reprocess_tied_layers
 
     processed = []
 
@@ -407,7 +407,7 @@ def test_a_lora_model_is_written_merged_for_the_engine(tokenizer):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from reinforce_ada.generation.vllm_weights import servable_checkpoint
+    from reinforce_ada.generation.vllm.weights import servable_checkpoint
 
     model = get_peft_model(build_tiny_model(num_heads=2), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
     with torch.no_grad():

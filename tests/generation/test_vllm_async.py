@@ -37,7 +37,7 @@ def mixed_verifier(ps, cs):
 
 @pytest.fixture(scope="module")
 def bed():
-    from reinforce_ada.generation.vllm_async import VLLMAsyncEngine
+    from reinforce_ada.generation.vllm.async_engine import VLLMAsyncEngine
 
     torch.manual_seed(0)
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # for the pickled payload's test (rpc)

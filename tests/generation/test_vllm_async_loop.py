@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.generation.vllm_async import EngineLoop, VLLMAsyncEngine, is_engine_dead
+from reinforce_ada.generation.vllm.async_engine import VLLMAsyncEngine, is_engine_dead
+from reinforce_ada.generation.vllm.loop import EngineLoop
 from reinforce_ada.models.tiny import build_char_tokenizer
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationRequest
 from reinforce_ada.sampling.streaming import StreamingOptions, StreamingSampler

@@ -4,8 +4,8 @@ failures as one line naming the setting -- on fake platforms and memory figures,
 import pytest
 
 from reinforce_ada.errors import ConfigError, UserError
-from reinforce_ada.generation import vllm_checks
-from reinforce_ada.generation.vllm_checks import (EngineSetupError, EngineStartError, check_engine_setup,
+from reinforce_ada.generation.vllm import checks as vllm_checks
+from reinforce_ada.generation.vllm.checks import (EngineSetupError, EngineStartError, check_engine_setup,
                                                   engine_start_error)
 from reinforce_ada.models import build_tiny_model
 from test_vllm import FakePlatform as Platform  # the generation tests' stand-in for vLLM's platform

@@ -338,7 +338,7 @@ def test_signal_rate_matches_monte_carlo():
         both = (pos > 0) & (pos < np.arange(1, k + 1))
         first = np.where(both.any(axis=1), both.argmax(axis=1) + 1, k)
         rates.append(both[:, -1].mean() / np.maximum(first, cfg.group_size).mean())
-    assert scheduler._signal_rate(state) == pytest.approx(max(rates), rel=0.03)
+    assert scheduler.allocation.signal_rate(state) == pytest.approx(max(rates), rel=0.03)
 
 
 def test_memory_and_min_signal_rate_move_budget_to_promising_prompts():
@@ -351,8 +351,8 @@ def test_memory_and_min_signal_rate_move_budget_to_promising_prompts():
     scheduler = StreamingScheduler([hopeless, rare, fresh], cfg, options, memory)
     assert scheduler.states[0].skipped and not scheduler.states[1].skipped
     # one-class pools: how long each keeps going before its next sample is priced out
-    assert scheduler._samples_before_give_up(scheduler.states[1]) == 128  # 2.4 / (66.4 + j) >= 0.01 up to j = 173
-    assert scheduler._samples_before_give_up(scheduler.states[2]) == 38  # no memory: 0.4 / (2.4 + j) >= 0.01
+    assert scheduler.allocation.samples_before_give_up(scheduler.states[1]) == 128  # 2.4 / (66.4 + j) >= 0.01 up to j = 173
+    assert scheduler.allocation.samples_before_give_up(scheduler.states[2]) == 38  # no memory: 0.4 / (2.4 + j) >= 0.01
     with pytest.raises(ConfigError, match="budget=3 is below group_size=4"):
         StreamingScheduler([fresh], cfg, StreamingOptions(budget=3))
     with pytest.raises(ConfigError, match="min_signal_rate"):

@@ -79,3 +79,18 @@ def _make_closure():
 
 closure_reward = _make_closure()
 """A closure: callable, but pickle cannot send it either (``_make_closure.<locals>.closure_reward``)."""
+
+
+def interrupts(prompts, completions, **kwargs):
+    """Ctrl-C at the first call: in a run with held-out prompts, during the evaluation before the first step."""
+    raise KeyboardInterrupt
+
+
+def hangs_up(prompts, completions, **kwargs):
+    """The process's terminal goes away while it scores (SIGHUP to itself, mid-step)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGHUP)
+    time.sleep(5)  # the handler raises here; a process that died of the signal never gets back
+    return [0.0] * len(completions)

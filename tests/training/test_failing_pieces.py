@@ -69,7 +69,7 @@ def test_completions_without_token_ids_stop_the_first_step_naming_the_generator(
         pytest.importorskip("httpx")
         from streaming_fakes import FakeOpenAIServer
 
-        from reinforce_ada.generation.openai_server import OpenAICompletionsEngine
+        from reinforce_ada.generation.server.client import OpenAICompletionsEngine
 
         server = FakeOpenAIServer(lambda index, request_id, attempt: "no_token_ids").__enter__()
         generator, name = OpenAICompletionsEngine(server.url, "fake", max_tokens=4), "OpenAICompletionsEngine"
@@ -176,7 +176,9 @@ def test_a_full_disk_while_recording_the_final_evaluation_is_one_line_and_leaves
 
     monkeypatch.setattr(torch, "save", full_disk)
     run = tmp_path / "run"
-    args = [*cli_run, "--eval-data", cli_run[cli_run.index("--data") + 1], "--eval-prompts", "4"]
+    held_out = tmp_path / "held_out.jsonl"  # prompts of their own: the training file itself is refused
+    held_out.write_text("".join(json.dumps({"prompt": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(4)))
+    args = [*cli_run, "--eval-data", str(held_out), "--eval-prompts", "4"]
     code = cli.main([*args, "--output-dir", str(run)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 2

@@ -38,12 +38,12 @@ def test_resolved_values_are_still_checked():
         TrainConfig(model="")
 
 
-def test_the_cli_help_says_model_dependent(capsys):
+def test_the_cli_help_says_a_default_depends_on_the_model(capsys):
     from reinforce_ada import cli
 
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
-    assert "model-dependent" in capsys.readouterr().out
+    assert "(default: by model)" in capsys.readouterr().out
 
 
 def test_cli_overrides_and_yaml_null_resolve_per_model(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.vllm
 pytest.importorskip("httpx")
 
-from reinforce_ada.generation.vllm_serve import local_vllm_server  # noqa: E402
+from reinforce_ada.generation.vllm.serve import local_vllm_server  # noqa: E402
 from reinforce_ada.models.tiny import SHIPPED_START_MODELS  # noqa: E402
 
 EXACT = 1e-4

@@ -254,6 +254,22 @@ def test_forced_resume_on_changed_data_records_the_change(tmp_path):
     assert history[-1]["changed"]["data"][0]["rows"] == 64 and history[-1]["changed"]["data"][1]["rows"] == 5
 
 
+@pytest.mark.fault("--resume --max-steps 2 of a run at step 3 (finished, or cut short in its final evaluation)",
+                   "exit 2 before anything loads or is rewritten, naming the checkpoint's step and the --max-steps to "
+                   "give (it said nothing, exit 0; summary.json said 3 steps and config.json 2)")
+@pytest.mark.parametrize("finished_whole", [True, False])
+def test_resume_with_max_steps_below_the_checkpoint_is_refused(finished, finished_whole):
+    if not finished_whole:  # a kill during the final evaluation leaves the last checkpoint without a summary
+        (finished / "summary.json").unlink()
+    before = snapshot(finished)
+    with pytest.raises(RunFolderError) as refused:
+        Trainer(small_config(finished, max_steps=2, save_steps=1, resume=True), **parts())
+    assert str(refused.value) == (f"--resume: {finished / 'checkpoint-3'} is at step 3, past --max-steps 2; a run "
+                                  f"cannot go back: give --max-steps 3 or more (the same number finishes a run a "
+                                  f"kill cut short), or --overwrite to start over")
+    assert snapshot(finished) == before
+
+
 @pytest.mark.fault("--resume of a folder that holds no run (a mistyped --output-dir)",
                    "exit 2 naming the folder and the closest run folder beside it; nothing created (it trained a whole "
                    "new run, exit 0)")

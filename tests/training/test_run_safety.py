@@ -150,6 +150,62 @@ def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path,
         "\n".join(err)
 
 
+@pytest.mark.fault("Ctrl-C during the held-out evaluation before the first step; SIGHUP (the terminal gone) mid-step",
+                   "a 'stopped' event naming the interrupt and where; one line saying how the run goes on: "
+                   "--overwrite when no checkpoint was written, else --resume from the newest (it said --resume, which "
+                   "then refused; SIGHUP ended the process without a word or an event)")
+def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_path, cli_run, capsys):
+    from reinforce_ada import cli
+
+    out, held_out = tmp_path / "run", tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n"
+                                for p in addition_prompts(4, 7)))
+    interrupted = [*cli_run, "--eval-data", str(held_out), "--output-dir", str(out)]
+    for strata, where in (("0", "the held-out evaluation at step 0"), ("4", "the difficulty strata before training")):
+        assert cli.main([*interrupted, "--verifier", "reward_fixtures:interrupts", "--eval-strata-samples", strata,
+                         "--overwrite"]) == 130
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"interrupted: reinforce-ada train stopped (KeyboardInterrupt during {where}; no checkpoint was written "
+            f"yet, so there is nothing to resume: the same command with --overwrite starts it over)")
+        assert history(out)[-1]["reason"] == f"interrupted (KeyboardInterrupt) during {where}"
+    assert cli.main([*interrupted, "--overwrite"]) == 0  # as the line says
+
+    hung_up = run_cli([*cli_run, "--verifier", "reward_fixtures:hangs_up", "--save-steps", "1", "--output-dir",
+                       str(tmp_path / "hup")], tmp_path)
+    assert hung_up.returncode == 129, hung_up.stderr[-2000:]
+    assert hung_up.stderr.strip().splitlines()[-1] == (
+        "interrupted: reinforce-ada train stopped (SIGHUP during step 1; no checkpoint was written yet, so there is "
+        "nothing to resume: the same command with --overwrite starts it over)")
+    assert history(tmp_path / "hup")[-1] == {**history(tmp_path / "hup")[-1], "event": "stopped",
+                                             "reason": "interrupted (SIGHUP) during step 1"}
+
+
+@pytest.mark.fault("--eval-data naming the training file itself (--data same.jsonl --eval-data same.jsonl), or held-out "
+                   "prompts that are also training prompts",
+                   "the same file: exit 2 before anything loads, one line; shared prompts: one warning line counting "
+                   "them (it trained and evaluated on the same prompts without a word)")
+def test_held_out_prompts_that_are_the_training_prompts_are_refused_or_counted(tmp_path, cli_run, capsys, caplog):
+    from reinforce_ada import cli
+
+    data = cli_run[cli_run.index("--data") + 1]
+    assert cli.main([*cli_run, "--eval-data", data, "--output-dir", str(tmp_path / "same")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: eval_data is the training data itself ({data}): held-out accuracy would be measured on the prompts "
+        f"the run trains on; give held-out prompts of their own (or leave --eval-data out: no held-out accuracy)"]
+    assert not (tmp_path / "same").exists()
+    overlapping = tmp_path / "held_out.jsonl"
+    trained = [json.loads(line) for line in Path(data).read_text().splitlines()]
+    overlapping.write_text("".join(json.dumps(row) + "\n" for row in [*trained[:3], {"prompt": "x", "answer": "1"}]))
+    assert cli.main([*cli_run, "--eval-data", str(overlapping), "--output-dir", str(tmp_path / "shared")]) == 0
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "held-out" in r.getMessage()] == [
+        f"3 of the 4 held-out prompts ({overlapping}) are also training prompts ({data}): held-out accuracy is partly "
+        f"measured on prompts the run trains on"]
+
+
+def history(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "config_history.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.parametrize("strata, where", [
     (0, "held-out evaluation at step 0: the verifier 'always_none' could not score 16 of 16"),
     (3, "difficulty strata before training: the verifier 'always_none' could not score 24 of 24")])

@@ -13,7 +13,7 @@ pytest.importorskip("httpx")
 
 from reinforce_ada.config import ConfigError, TrainConfig  # noqa: E402
 from reinforce_ada.generation.server import served_model_name  # noqa: E402
-from reinforce_ada.generation.server_weights import ServerWeights, ServerWeightsRefused  # noqa: E402
+from reinforce_ada.generation.server.weights import ServerWeights, ServerWeightsRefused  # noqa: E402
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model  # noqa: E402
 from reinforce_ada.training.guards import GenerationStopped  # noqa: E402
 from reinforce_ada.types import Prompt  # noqa: E402

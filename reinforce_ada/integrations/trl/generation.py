@@ -157,13 +157,13 @@ def use_valid_vllm_reload(trainer: Any) -> bool:
     left to TRL -- but vLLM's CPU backend repacks every linear weight for its GEMM kernel after loading and leaves a
     parameter without a ``weight_loader``, so step 1 fails with ``'Parameter' object has no attribute
     'weight_loader'``. There the same ``(name, tensor)`` pairs TRL reads (``_iter_named_params``: DeepSpeed, FSDP and
-    PEFT handled by TRL) go through :func:`~reinforce_ada.generation.vllm_weights.load_into_engine` by the ``reload``
+    PEFT handled by TRL) go through :func:`~reinforce_ada.generation.vllm.weights.load_into_engine` by the ``reload``
     path this library's own generator uses (layer-wise reload, tied layers re-packed), then the prefix cache is
     reset, as TRL does."""
     vllm_generation = getattr(trainer, "vllm_generation", None)
     if not getattr(trainer, "use_vllm", False) or getattr(vllm_generation, "mode", None) != "colocate":
         return False
-    from reinforce_ada.generation.vllm_weights import load_into_engine, weight_sync_path
+    from reinforce_ada.generation.vllm.weights import load_into_engine, weight_sync_path
 
     try:
         if weight_sync_path("auto") != "reload":

@@ -1,7 +1,8 @@
-"""vLLM's side of :mod:`reinforce_ada.generation.shared_weights`: a weight-transfer engine that loads the trainer's
-weights from a file in shared memory, registered in vLLM under :data:`~reinforce_ada.generation.shared_weights.BACKEND`.
+"""vLLM's side of :mod:`reinforce_ada.generation.vllm.shared_weights`: a weight-transfer engine that loads the
+trainer's weights from a file in shared memory, registered in vLLM under
+:data:`~reinforce_ada.generation.vllm.shared_weights.BACKEND`.
 
-vLLM calls :func:`~reinforce_ada.generation.shared_weights.register_vllm_backend` in each of its processes (the
+vLLM calls :func:`~reinforce_ada.generation.vllm.shared_weights.register_vllm_backend` in each of its processes (the
 ``vllm.general_plugins`` entry point in this package's metadata), so an engine built with ``weight_transfer_config={"backend": "reinforce_ada_shm"}`` -- ``AsyncLLM``, or
 ``vllm serve --weight-transfer-config '{"backend": "reinforce_ada_shm"}'`` -- creates :class:`SharedMemoryWeights`
 in its worker. A weight update then runs vLLM's own lifecycle (``vllm.distributed.weight_transfer``):
@@ -9,7 +10,7 @@ in its worker. A weight update then runs vLLM's own lifecycle (``vllm.distribute
 arrive in checkpoint format: on the CPU every linear weight is repacked for its kernel after loading);
 ``update_weights`` hands the model views of the mapped tensors (``model.load_weights`` copies them into the
 engine's parameters, on a GPU too); ``finish_weight_update`` finishes the reload and re-packs layers whose weight is
-tied to another's (:func:`~reinforce_ada.generation.vllm_weights.reprocess_tied_layers`, as the colocated path does).
+tied to another's (:func:`~reinforce_ada.generation.vllm.weights.reprocess_tied_layers`, as the colocated path does).
 The engine must run on the machine that wrote the file.
 """
 
@@ -21,8 +22,8 @@ from typing import Any
 from vllm.distributed.weight_transfer.base import (WeightTransferEngine, WeightTransferInitInfo,
                                                    WeightTransferUpdateInfo)
 
-from reinforce_ada.generation.shared_weights import BACKEND, SharedWeights
-from reinforce_ada.generation.vllm_weights import reprocess_tied_layers, tied_layers_quiet
+from reinforce_ada.generation.vllm.shared_weights import BACKEND, SharedWeights
+from reinforce_ada.generation.vllm.weights import reprocess_tied_layers, tied_layers_quiet
 
 __all__ = ["SharedMemoryWeights"]
 

@@ -18,13 +18,14 @@ measured. A server that names tokens ``"token_id:N"`` (``return_tokens_as_token_
 ``token_ids`` is read too. vLLM's log-probs are those of the raw model (temperature 1) unless the server runs with
 ``--logprobs-mode processed_logprobs``. A server that refuses the extra fields: ``return_logprobs=False``. For
 training, ``prompt_token_ids`` sends every prompt as the trainer's token ids and ``require_token_ids`` refuses a
-completion without them (:class:`~reinforce_ada.generation.openai_answers.MissingTokenIdsError`).
+completion without them (:class:`~reinforce_ada.generation.server.answers.MissingTokenIdsError`).
 
 ``timeout_s`` is a deadline for each attempt as a whole (connecting, sending, and reading the whole answer): a server
 that keeps the connection alive by dripping a byte now and then cannot hold a request past it. httpx's own timeouts
 (per connect, per read) apply inside it. The deadline itself is one method (:meth:`_within_deadline`), the one place
 a test may replace the clock. With ``dead_after_s``, a server that answers nothing -- no request, no ``/health``
-probe -- for that long is dead (:mod:`~reinforce_ada.generation.liveness`): a fatal error, not hundreds of retries.
+probe -- for that long is dead (:mod:`~reinforce_ada.generation.server.liveness`): a fatal error, not hundreds of
+retries.
 
 Failures are retried with exponential backoff (``backoff_s * 2**attempt``, capped at ``backoff_max_s``, with
 deterministic jitter) when the library's one retry rule (``sampling.protocols.is_transient``) says so: connection
@@ -63,24 +64,11 @@ from reinforce_ada.sampling.protocols import (
     PartialGenerationError,
     is_transient,
 )
-from reinforce_ada.generation.liveness import Liveness, ServerUnreachable
-from reinforce_ada.generation.openai_answers import MissingTokenIdsError, check_token_ids, completion_of
+from reinforce_ada.generation.server.liveness import Liveness, ServerUnreachable
+from reinforce_ada.generation.server.answers import read_answer
 from reinforce_ada.types import Completion, Prompt
 
 logger = logging.getLogger(__name__)
-
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-
-
-class ServerRequestError(FatalGenerationError):
-    """The server refused a request in a way retrying will not fix (a 4xx other than 408/409/425/429)."""
-
-
-class ServerAnswerError(FatalGenerationError):
-    """The server answered (HTTP 200, JSON), but not what the request asked for: the wrong number of choices, a
-    completion whose text is not a string, log-probs that do not match its token ids. The same request gets the
-    same kind of answer, so it is not retried."""
-
 
 def check_base_url(base_url: str, option: str = "base_url") -> None:
     """A :class:`~reinforce_ada.errors.ConfigError` unless ``base_url`` is an ``http://`` or ``https://`` URL (one
@@ -322,8 +310,9 @@ class OpenAICompletionsEngine(GeneratorBase):
 
     async def _attempt(self, path: str, body: dict[str, Any], prompt: Prompt, request_id: str) -> list[Completion]:
         """One HTTP request for ``body["n"]`` completions. A failure is raised as the retry rule reads it: a plain
-        :class:`GenerationError` (transient) for a timeout, a dropped connection, HTTP 408/409/425/429/5xx or a
-        malformed body; :class:`ServerRequestError` (never retried) for any other answer than 200. Only a request that
+        :class:`GenerationError` (transient) for a timeout or a dropped connection; the answer itself is read by
+        :func:`~reinforce_ada.generation.server.answers.read_answer` (HTTP 408/409/425/429/5xx and a malformed body
+        transient, any other answer than 200 a :class:`ServerRequestError`, never retried). Only a request that
         never reached the server (the connection refused or not made in time) is :class:`ServerUnreachable`, which
         :attr:`liveness` holds until the server is back without counting it: a server that takes connections and
         answers its ``/health`` probe but never a request would otherwise be asked again forever."""
@@ -340,30 +329,8 @@ class OpenAICompletionsEngine(GeneratorBase):
             raise GenerationError(f"{type(err).__name__}: {err}") from err
         if self.liveness is not None:
             self.liveness.answered()
-        if response.status_code in RETRY_STATUS:
-            raise GenerationError(f"HTTP {response.status_code}")
-        if response.status_code != 200:
-            raise ServerRequestError(f"request {request_id}: HTTP {response.status_code}: {response.text[:300]}")
-        try:
-            data = response.json()
-        except ValueError as err:  # a body cut or garbled on the way: another try may get it whole
-            raise GenerationError(f"malformed response (not JSON): {err}") from err
-        if self.require_token_ids:
-            check_token_ids(data, self.base_url)
-        try:
-            return self._parse(prompt, data, body["n"])
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
-            raise ServerAnswerError(f"request {request_id}: the server's answer does not fit the request "
-                                    f"({type(err).__name__}: {err}); not retried, as the same request gets the "
-                                    f"same kind of answer") from err
-
-    @staticmethod
-    def _parse(prompt: Prompt, data: dict[str, Any], n: int = 1) -> list[Completion]:
-        """The ``n`` choices of an answer, in ``index`` order, with their token ids and log-probs when present."""
-        choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-        if len(choices) != n:
-            raise ValueError(f"expected {n} choice(s), got {len(choices)}")
-        return [completion_of(prompt, choice) for choice in choices]
+        return read_answer(response, prompt, body["n"], request_id,
+                           token_ids_from=self.base_url if self.require_token_ids else None)
 
     # -- synchronous Generator protocol -----------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
@@ -410,4 +377,5 @@ class OpenAICompletionsEngine(GeneratorBase):
         if len(errors) == sum(len(row) for row in results):
             raise errors[0]
         raise PartialGenerationError(f"{len(errors)} of {sum(len(row) for row in results)} samples failed; first: "
-                                     f"{errors[0]}", outputs, [len(row) - len(out) for row, out in zip(results, outputs)])
+                                     f"{errors[0]}", outputs,
+                                     [len(row) - len(out) for row, out in zip(results, outputs)])

@@ -27,6 +27,9 @@ nats, and by up to 1.39 after one ordinary step. :func:`reprocess_tied_layers` r
 log-probs of sampled tokens equal the trainer's to 1e-5 in float32 (``tests/generation/test_vllm_generator.py``).
 Re-running it is safe for the layers it touches: the embedding method keeps its weight (``remove_weight=False``) and
 does nothing on GPUs.
+
+An ``AsyncLLM`` built without this library's shared-memory backend runs its worker two processes away; its weights go
+as one ``torch.save`` payload (:func:`pack_weights`) that :func:`load_packed_weights_on_worker` unpacks there.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WEIGHT_SYNC_PATHS", "load_into_engine", "named_weights", "reprocess_tied_layers", "servable_checkpoint",
-           "weight_sync_path"]
+__all__ = ["WEIGHT_SYNC_PATHS", "load_into_engine", "load_packed_weights_on_worker", "named_weights", "pack_weights",
+           "reprocess_tied_layers", "servable_checkpoint", "weight_sync_path"]
 
 WEIGHT_SYNC_PATHS = ("auto", "direct", "reload")
 """``weight_sync`` values: ``auto`` picks ``reload`` on vLLM's CPU platform and ``direct`` elsewhere."""
@@ -183,3 +186,29 @@ def load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]], path: st
     """Run inside a vLLM worker (``collective_rpc``): load ``weights`` into its model by ``path``; return how many."""
     load_into_engine(worker.model_runner, weights, path)
     return len(weights)
+
+
+def pack_weights(weights: Sequence[tuple[str, Any]]) -> bytes:
+    """``(name, tensor)`` pairs as one ``torch.save`` payload: the engine-core process re-pickles what it receives
+    for its worker process, and tensors decoded from vLLM's msgpack are views of a message buffer that cannot be
+    pickled ("cannot pickle memoryview objects"); plain bytes pass both hops."""
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save([(name, tensor.detach().cpu().contiguous()) for name, tensor in weights], buffer)
+    return buffer.getvalue()
+
+
+def load_packed_weights_on_worker(worker: Any, payload: bytes, path: str) -> int:
+    """Run in vLLM's worker process (``collective_rpc``): unpack :func:`pack_weights`' payload and load it by
+    ``path`` (:func:`~reinforce_ada.generation.vllm.weights.load_weights_on_worker`)."""
+    import io
+
+    import torch
+
+    from reinforce_ada.generation.vllm.weights import load_weights_on_worker
+
+    weights = torch.load(io.BytesIO(payload), weights_only=True)
+    return load_weights_on_worker(worker, weights, path)

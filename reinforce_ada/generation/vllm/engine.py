@@ -9,7 +9,7 @@ collected). ``max_model_len`` defaults to the model's ``max_position_embeddings`
 After each optimizer step the trainer calls :meth:`VLLMGenerator.load_weights`, which pushes the HF model's
 ``(name, tensor)`` pairs into the engine by the load path valid for the engine's platform (``direct`` on GPUs, as
 TRL's colocate mode does; vLLM's layer-wise ``reload`` on the CPU, whose backend repacks linear weights after loading;
-see :mod:`reinforce_ada.generation.vllm_weights`), then resets the prefix cache, since cached KV blocks were computed
+see :mod:`reinforce_ada.generation.vllm.weights`), then resets the prefix cache, since cached KV blocks were computed
 with the old weights.
 
 The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before it is built, unless the caller set it),
@@ -30,9 +30,9 @@ a sleep re-pushes the weights of the model this generator was built with. ``enab
 turns it on where vLLM's platform has it (not on the CPU); ``True`` where it has none is an error.
 
 Before the engine is built, its settings are checked against the model and the platform
-(:func:`~reinforce_ada.generation.vllm_checks.check_engine_setup`: the memory share, the head size, sleep mode), and
+(:func:`~reinforce_ada.generation.vllm.checks.check_engine_setup`: the memory share, the head size, sleep mode), and
 a start failure of vLLM's is turned into one line naming the setting
-(:func:`~reinforce_ada.generation.vllm_checks.engine_start_error`).
+(:func:`~reinforce_ada.generation.vllm.checks.engine_start_error`).
 
 Per request, ``generate`` asks for ``SamplingParams(n=num_samples, temperature, top_p, max_tokens, logprobs=0, seed)``
 on the prompt's token ids from :func:`~reinforce_ada.generation.prompting.encode_prompt` (the same ids the HF backend
@@ -56,8 +56,9 @@ import numpy as np
 
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
-from reinforce_ada.generation.vllm_checks import check_engine_setup, engine_start_error
-from reinforce_ada.generation.vllm_weights import (load_into_engine, load_weights_on_worker, named_weights,
+from reinforce_ada.generation.vllm.checks import check_engine_setup, engine_start_error
+from reinforce_ada.generation.vllm.platform import DEFAULT_MEMORY_SHARE, current_platform, import_vllm
+from reinforce_ada.generation.vllm.weights import (load_into_engine, load_weights_on_worker, named_weights,
                                                    servable_checkpoint, weight_sync_path)
 from reinforce_ada.sampling.protocols import GenerationRequest
 from reinforce_ada.types import Completion, Prompt
@@ -66,7 +67,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MEMORY_SHARE", "VLLMGenerator", "named_weights"]
 
-_INSTALL_HINT = "VLLMGenerator needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
 class _PreparedRequestNotice(logging.Filter):
     """Drops vLLM's notice that a prepared ``EngineCoreRequest`` is deprecated in ``add_request``: :meth:`submit
     <VLLMGenerator.submit>` passes one on purpose, and the notice is for this library, not whoever runs it."""
@@ -77,25 +77,6 @@ class _PreparedRequestNotice(logging.Filter):
 
 _STREAM_SEEDS = 1 << 20  # streaming samples' seeds: SeedSequence([seed, this, block]), apart from the rounds' calls
 _SEED_BLOCK = 1024
-DEFAULT_MEMORY_SHARE = {"gpu": 0.4, "cpu": 0.1}
-"""``gpu_memory_utilization`` when none is given: on a GPU, of its memory; on vLLM's CPU platform, of the RAM (module
-doc)."""
-
-
-def _import_vllm():
-    try:
-        import vllm
-    except ImportError as err:
-        raise ImportError(_INSTALL_HINT) from err
-    return vllm
-
-
-def _current_platform(vllm: Any) -> Any:
-    """vLLM's ``current_platform`` (what the engine will run on)."""
-    platforms = getattr(vllm, "platforms", None)
-    if platforms is None:
-        import vllm.platforms as platforms
-    return platforms.current_platform
 
 
 class VLLMGenerator(GeneratorBase):
@@ -124,7 +105,7 @@ class VLLMGenerator(GeneratorBase):
         logprobs: ask vLLM for the sampled tokens' log-probabilities (``SamplingParams.logprobs=0``).
         logprobs_mode: vLLM's ``logprobs_mode`` engine option (``None``: the engine's default).
         weight_sync: how :meth:`load_weights` loads: ``auto`` (``reload`` on vLLM's CPU platform, ``direct``
-            elsewhere), ``direct`` or ``reload`` (:mod:`~reinforce_ada.generation.vllm_weights`).
+            elsewhere), ``direct`` or ``reload`` (:mod:`~reinforce_ada.generation.vllm.weights`).
         engine_kwargs: further ``vllm.LLM`` keyword arguments (``tensor_parallel_size``, ``enforce_eager``, ...).
     """
 
@@ -142,8 +123,8 @@ class VLLMGenerator(GeneratorBase):
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
         if sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 (offload weights) or 2 (discard weights), got {sleep_level!r}")
-        vllm = _import_vllm()  # before any expensive work: a clear error when vLLM is missing
-        platform = _current_platform(vllm)
+        vllm = import_vllm("VLLMGenerator")  # before any expensive work: a clear error when vLLM is missing
+        platform = current_platform(vllm)
         self.weight_sync = weight_sync_path(weight_sync, platform)
         self.sequences_share_compute = bool(platform.is_cpu())
         if gpu_memory_utilization is None:

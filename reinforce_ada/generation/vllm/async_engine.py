@@ -11,7 +11,8 @@ streaming sampler saves when a prompt exits.
 
 One event loop for the engine's life: an ``AsyncLLM`` is bound to the event loop it first ran in (its output
 handler is a task of that loop), so the engine owns a long-lived loop in a background thread and every call runs
-there: :meth:`VLLMAsyncEngine.run_in_loop` submits a coroutine (``asyncio.run_coroutine_threadsafe``) and waits for it. The
+there (:class:`~reinforce_ada.generation.vllm.loop.EngineLoop`): :meth:`VLLMAsyncEngine.run_in_loop` submits a
+coroutine (``asyncio.run_coroutine_threadsafe``) and waits for it. The
 streaming sampler's ``sample()`` uses it (instead of a new ``asyncio.run`` loop per step, which killed the engine at
 the second step); the synchronous :meth:`generate` (evaluation) and :meth:`load_weights` run there too. :meth:`close`
 shuts the engine down, then stops the loop.
@@ -21,11 +22,12 @@ A dead engine (vLLM's ``EngineDeadError``, or ``engine.errored``) is not a trans
 
 Weights: ``AsyncLLM`` always runs its engine core and worker in processes of their own. An engine built here
 (:meth:`from_model`, :meth:`for_model`) takes the trainer's weights through vLLM's weight-transfer API with this
-library's shared-memory backend (:mod:`~reinforce_ada.generation.shared_weights`): :meth:`load_weights` copies the
+library's shared-memory backend (:mod:`~reinforce_ada.generation.vllm.shared_weights`): :meth:`load_weights` copies the
 parameters into a file in ``/dev/shm`` whose layout is fixed at the first sync, the worker maps it once and loads the
 tensors from it in place (layer-wise reload, tied layers re-packed, as the colocated path does), then the prefix
 cache is reset -- no pickled model per step. An ``AsyncLLM`` built elsewhere (without that backend) is sent the
-weights as one ``torch.save`` payload through ``collective_rpc`` (:func:`pack_weights`; raw tensors fail on the
+weights as one ``torch.save`` payload through ``collective_rpc``
+(:func:`~reinforce_ada.generation.vllm.weights.pack_weights`; raw tensors fail on the
 engine core's second hop to its worker), which needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` and copies the whole
 model through the engine core every step.
 
@@ -41,11 +43,13 @@ import asyncio
 import inspect
 import logging
 import os
-import threading
 from typing import Any, Coroutine, Sequence, TypeVar
 
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.generation.vllm.loop import EngineLoop
+from reinforce_ada.generation.vllm.platform import current_platform, import_vllm
+from reinforce_ada.generation.vllm.weights import load_packed_weights_on_worker, pack_weights
 from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationRequest
 from reinforce_ada.types import Completion, Prompt
@@ -54,18 +58,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EngineLoop", "VLLMAsyncEngine", "is_engine_dead", "load_packed_weights_on_worker", "pack_weights"]
-
-_INSTALL_HINT = "VLLMAsyncEngine needs vLLM, which is not installed: pip install reinforce-ada[vllm]"
-
-
-def _import_vllm():
-    try:
-        import vllm
-    except ImportError as err:
-        raise ImportError(_INSTALL_HINT) from err
-    return vllm
-
+__all__ = ["VLLMAsyncEngine", "is_engine_dead"]
 
 def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
     """Whether ``error`` says the engine is dead: vLLM's ``EngineDeadError`` (matched by class name, so any vLLM
@@ -73,78 +66,6 @@ def is_engine_dead(error: BaseException, engine: Any = None) -> bool:
     if any(cls.__name__ == "EngineDeadError" for cls in type(error).__mro__):
         return True
     return bool(getattr(engine, "errored", False))
-
-
-def pack_weights(weights: Sequence[tuple[str, Any]]) -> bytes:
-    """``(name, tensor)`` pairs as one ``torch.save`` payload: the engine-core process re-pickles what it receives
-    for its worker process, and tensors decoded from vLLM's msgpack are views of a message buffer that cannot be
-    pickled ("cannot pickle memoryview objects"); plain bytes pass both hops."""
-    import io
-
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save([(name, tensor.detach().cpu().contiguous()) for name, tensor in weights], buffer)
-    return buffer.getvalue()
-
-
-def load_packed_weights_on_worker(worker: Any, payload: bytes, path: str) -> int:
-    """Run in vLLM's worker process (``collective_rpc``): unpack :func:`pack_weights`' payload and load it by
-    ``path`` (:func:`~reinforce_ada.generation.vllm_weights.load_weights_on_worker`)."""
-    import io
-
-    import torch
-
-    from reinforce_ada.generation.vllm_weights import load_weights_on_worker
-
-    weights = torch.load(io.BytesIO(payload), weights_only=True)
-    return load_weights_on_worker(worker, weights, path)
-
-
-class EngineLoop:
-    """A long-lived asyncio event loop in a daemon thread: :meth:`run` runs a coroutine there and waits for it."""
-
-    def __init__(self, name: str = "reinforce-ada-engine-loop"):
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @property
-    def closed(self) -> bool:
-        return self.loop.is_closed()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self.loop.is_closed():
-            coro.close()
-            raise RuntimeError("the engine's event loop is closed (the engine was closed)")
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:  # waiting here for the loop's own work would block it forever
-            coro.close()
-            raise RuntimeError("EngineLoop.run() was called from inside its own loop; await the coroutine")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        """Cancel what still runs on the loop, stop it and join the thread; idempotent."""
-        if self.loop.is_closed():
-            return
-
-        async def cancel_rest() -> None:
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in rest:
-                task.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(cancel_rest(), self.loop).result()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 class VLLMAsyncEngine(GeneratorBase):
@@ -156,7 +77,7 @@ class VLLMAsyncEngine(GeneratorBase):
     ``weight_transfer``: how :meth:`load_weights` reaches the worker -- ``"shared_memory"`` (an engine built with
     the shared-memory backend, as :meth:`from_model` builds it) or ``"rpc"`` (one pickled payload per sync, any
     engine); ``weight_sync``: the rpc path's load path (``direct`` or ``reload``, see
-    :mod:`~reinforce_ada.generation.vllm_weights`); ``owned_folder``: a temporary checkpoint folder removed by
+    :mod:`~reinforce_ada.generation.vllm.weights`); ``owned_folder``: a temporary checkpoint folder removed by
     :meth:`close`.
     """
 
@@ -190,11 +111,10 @@ class VLLMAsyncEngine(GeneratorBase):
     def from_model(cls, model_path: str, tokenizer: Any = None, **kwargs: Any) -> "VLLMAsyncEngine":
         """Build an ``AsyncLLM`` for ``model_path`` that takes weights through shared memory; engine arguments
         (``gpu_memory_utilization``, ...) pass through."""
-        vllm = _import_vllm()
+        vllm = import_vllm("VLLMAsyncEngine")
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        from reinforce_ada.generation.shared_weights import BACKEND
-        from reinforce_ada.generation.vllm import _current_platform
+        from reinforce_ada.generation.vllm.shared_weights import BACKEND
 
         kwargs.setdefault("weight_transfer_config", {"backend": BACKEND})
         own_transfer = kwargs["weight_transfer_config"] == {"backend": BACKEND}
@@ -212,7 +132,7 @@ class VLLMAsyncEngine(GeneratorBase):
             engine = loop.run(build())
         except Exception as err:  # vLLM's own start failures: one line naming the setting
             loop.close()
-            from reinforce_ada.generation.vllm_checks import engine_start_error
+            from reinforce_ada.generation.vllm.checks import engine_start_error
 
             raise engine_start_error(err, model_path) from err
         except BaseException:
@@ -223,7 +143,7 @@ class VLLMAsyncEngine(GeneratorBase):
 
             tokenizer = load_tokenizer(model_path)
         built = cls(engine, tokenizer, loop=loop, weight_transfer="shared_memory" if own_transfer else "rpc", **own)
-        built.sequences_share_compute = bool(_current_platform(vllm).is_cpu())
+        built.sequences_share_compute = bool(current_platform(vllm).is_cpu())
         return built
 
     @classmethod
@@ -237,12 +157,12 @@ class VLLMAsyncEngine(GeneratorBase):
         this engine owns), with the platform's defaults of the colocated generator (RAM share 0.1 on the CPU, the
         ``reload`` weight sync there, ``max_model_len`` from the model)."""
         from reinforce_ada.generation.prompting import check_sampling_params
-        from reinforce_ada.generation.vllm import DEFAULT_MEMORY_SHARE, _current_platform
-        from reinforce_ada.generation.vllm_checks import check_engine_setup
-        from reinforce_ada.generation.vllm_weights import servable_checkpoint, weight_sync_path
+        from reinforce_ada.generation.vllm.platform import DEFAULT_MEMORY_SHARE
+        from reinforce_ada.generation.vllm.checks import check_engine_setup
+        from reinforce_ada.generation.vllm.weights import servable_checkpoint, weight_sync_path
 
         check_sampling_params(max_new_tokens, temperature, top_p)
-        platform = _current_platform(_import_vllm())
+        platform = current_platform(import_vllm("VLLMAsyncEngine"))
         path = weight_sync_path(weight_sync, platform)
         if gpu_memory_utilization is None:
             gpu_memory_utilization = DEFAULT_MEMORY_SHARE["cpu" if platform.is_cpu() else "gpu"]
@@ -291,7 +211,7 @@ class VLLMAsyncEngine(GeneratorBase):
         """Push ``model``'s parameters into the engine's worker (by :attr:`weight_transfer`) and reset the prefix
         cache; return how many were pushed."""
         if self.weight_transfer == "rpc":
-            from reinforce_ada.generation.vllm_weights import named_weights
+            from reinforce_ada.generation.vllm.weights import named_weights
 
             weights = list(named_weights(model))
             payload = pack_weights(weights)
@@ -304,7 +224,7 @@ class VLLMAsyncEngine(GeneratorBase):
             return len(weights)
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
 
-        from reinforce_ada.generation.shared_weights import SharedWeights
+        from reinforce_ada.generation.vllm.shared_weights import SharedWeights
 
         first = self._shared is None
         if first:
@@ -353,7 +273,7 @@ class VLLMAsyncEngine(GeneratorBase):
     def _params(self) -> Any:
         cls = self._sampling_params_cls
         if cls is None:
-            cls = _import_vllm().SamplingParams
+            cls = import_vllm("VLLMAsyncEngine").SamplingParams
         kwargs: dict[str, Any] = dict(n=1, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
                                       logprobs=0 if self.logprobs else None)
         try:

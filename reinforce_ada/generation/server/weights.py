@@ -4,8 +4,8 @@
 ``--generation-only``, the server must take the trainer's weights after every update, so that it samples from the
 policy being trained. vLLM's server offers that through its weight-transfer endpoints (development mode:
 ``VLLM_SERVER_DEV_MODE=1``) with a transfer backend named at its start (``--weight-transfer-config``); this library's
-backend, ``reinforce_ada_shm`` (:mod:`~reinforce_ada.generation.shared_weights`), passes the weights through a file in
-``/dev/shm``, so the server must run on the trainer's machine (on its CPU or on a GPU there)::
+backend, ``reinforce_ada_shm`` (:mod:`~reinforce_ada.generation.vllm.shared_weights`), passes the weights through a
+file in ``/dev/shm``, so the server must run on the trainer's machine (on its CPU or on a GPU there)::
 
     VLLM_SERVER_DEV_MODE=1 python -m vllm.entrypoints.openai.api_server --model MODEL --served-model-name policy \\
         --weight-transfer-config '{"backend": "reinforce_ada_shm"}' --logprobs-mode processed_logprobs
@@ -15,7 +15,7 @@ backend, ``reinforce_ada_shm`` (:mod:`~reinforce_ada.generation.shared_weights`)
 (:class:`ServerWeightsRefused`, exit 2: not in development mode, no or another transfer backend, a server that cannot
 see the file). Each sync then copies the parameters into the file and calls ``/start_weight_update``,
 ``/update_weights`` (the layout), ``/finish_weight_update`` and ``/reset_prefix_cache``
-(:meth:`OpenAICompletionsEngine.load_weights <reinforce_ada.generation.openai_server.OpenAICompletionsEngine.load_weights>`).
+(:meth:`ServerGenerator.load_weights <reinforce_ada.generation.server.generator.ServerGenerator.load_weights>`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import logging
 from typing import Any
 
 from reinforce_ada.errors import ConfigError
-from reinforce_ada.generation.shared_weights import BACKEND, SharedWeights
+from reinforce_ada.generation.vllm.shared_weights import BACKEND, SharedWeights
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ class ServerWeights:
 
     Construction checks the server takes them (one ``/init_weight_transfer_engine``, bounded by ``timeout_s``) and
     refuses in one line when it does not. The engine that talks to the server sends each sync's calls
-    (:meth:`update_calls`) after :meth:`SharedWeights.write <reinforce_ada.generation.shared_weights.SharedWeights.write>`
-    (:meth:`~reinforce_ada.generation.openai_server.OpenAICompletionsEngine.load_weights`), under the same rule for a
+    (:meth:`update_calls`) after
+    :meth:`SharedWeights.write <reinforce_ada.generation.vllm.shared_weights.SharedWeights.write>`
+    (:meth:`~reinforce_ada.generation.server.generator.ServerGenerator.load_weights`), under the same rule for a
     server that stops answering as its requests."""
 
     def __init__(self, base_url: str, model: Any, *, api_key: str | None = None, timeout_s: float = 60.0):

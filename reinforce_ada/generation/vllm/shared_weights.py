@@ -5,11 +5,11 @@ of their own) or ``vllm serve`` -- cannot be handed the model's tensors. Picklin
 ``collective_rpc`` of a ``torch.save`` payload does) copies the whole model three times per step and goes through
 the engine core's message queue. Instead the weights live in one file in ``/dev/shm`` (memory, not disk): its layout
 -- each parameter's name, dtype, shape and byte offset, under the checkpoint's names
-(:func:`~reinforce_ada.generation.vllm_weights.named_weights`) -- is fixed when it is made; each sync copies the
+(:func:`~reinforce_ada.generation.vllm.weights.named_weights`) -- is fixed when it is made; each sync copies the
 parameters into it (one ``memcpy`` per tensor) and tells the engine to load. The worker maps the same file once and
 loads the tensors from it in place through vLLM's weight-transfer API (``init_weight_transfer_engine``,
 ``start_weight_update``, ``update_weights``, ``finish_weight_update``) with the backend
-:data:`BACKEND`, which this library registers in vLLM as a plugin (:mod:`reinforce_ada.generation.vllm_shm`); only
+:data:`BACKEND`, which this library registers in vLLM as a plugin (:mod:`reinforce_ada.generation.vllm.shm`); only
 the layout travels through vLLM's control channel, once per sync.
 
 No vLLM is imported here: a trainer that talks to a server needs none.
@@ -21,7 +21,7 @@ import os
 import tempfile
 from typing import Any
 
-from reinforce_ada.generation.vllm_weights import named_weights
+from reinforce_ada.generation.vllm.weights import named_weights
 
 __all__ = ["BACKEND", "SharedWeights", "register_vllm_backend"]
 
@@ -32,7 +32,7 @@ _ALIGN = 64
 
 
 def register_vllm_backend() -> None:
-    """Register vLLM's side of this transfer (:class:`~reinforce_ada.generation.vllm_shm.SharedMemoryWeights`) under
+    """Register vLLM's side of this transfer (:class:`~reinforce_ada.generation.vllm.shm.SharedMemoryWeights`) under
     :data:`BACKEND` with vLLM's weight-transfer factory: the ``vllm.general_plugins`` entry point, which vLLM calls in
     each of its processes. Cheap (the engine's module is imported when an engine uses it) and a no-op with a vLLM
     that has no weight-transfer API."""
@@ -41,7 +41,7 @@ def register_vllm_backend() -> None:
     except ImportError:
         return
     if BACKEND not in WeightTransferEngineFactory._registry:
-        WeightTransferEngineFactory.register_engine(BACKEND, "reinforce_ada.generation.vllm_shm", "SharedMemoryWeights")
+        WeightTransferEngineFactory.register_engine(BACKEND, "reinforce_ada.generation.vllm.shm", "SharedMemoryWeights")
 
 
 class SharedWeights:

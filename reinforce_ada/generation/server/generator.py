@@ -2,12 +2,12 @@
 
 :func:`server_generator` checks the server before any training -- it answers, serves the named model (or exactly one)
 and, unless the run is generation-only, takes the trainer's weights
-(:class:`~reinforce_ada.generation.server_weights.ServerWeights`) -- each a one-line
+(:class:`~reinforce_ada.generation.server.weights.ServerWeights`) -- each a one-line
 :class:`~reinforce_ada.errors.ConfigError` when it does not. It returns a :class:`ServerGenerator`: the
-:class:`~reinforce_ada.generation.openai_server.OpenAICompletionsEngine` client sending every prompt as the token ids
+:class:`~reinforce_ada.generation.server.client.OpenAICompletionsEngine` client sending every prompt as the token ids
 the trainer rebuilds (``encode_prompt``: the server samples exactly that prompt), refusing completions without token
 ids and treating a server that answers nothing for ``dead_after_s`` as dead
-(:mod:`~reinforce_ada.generation.liveness`), plus ``load_weights``, which pushes the trainer's weights.
+(:mod:`~reinforce_ada.generation.server.liveness`), plus ``load_weights``, which pushes the trainer's weights.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 from typing import Any
 
 from reinforce_ada.errors import ConfigError
-from reinforce_ada.generation.openai_server import OpenAICompletionsEngine, _httpx
+from reinforce_ada.generation.server.client import OpenAICompletionsEngine, _httpx
 from reinforce_ada.sampling.protocols import FatalGenerationError
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
 
@@ -26,7 +26,7 @@ __all__ = ["ServerGenerator", "served_model_name", "server_generator"]
 
 class ServerGenerator(OpenAICompletionsEngine):
     """The client of :class:`OpenAICompletionsEngine` plus the server's weight sync: ``weights``
-    (:class:`~reinforce_ada.generation.server_weights.ServerWeights`), or None for a generation-only run (the server
+    (:class:`~reinforce_ada.generation.server.weights.ServerWeights`), or None for a generation-only run (the server
     keeps its own weights)."""
 
     def __init__(self, base_url: str, model: str, *, weights: Any = None, **options: Any):
@@ -125,7 +125,7 @@ def server_generator(model: Any, tokenizer: Any, *, base_url: str, served_model:
     name = served_model_name(base_url, served_model, api_key=api_key)
     weights = None
     if not generation_only:
-        from reinforce_ada.generation.server_weights import ServerWeights
+        from reinforce_ada.generation.server.weights import ServerWeights
 
         weights = ServerWeights(base_url, model, api_key=api_key)
     return ServerGenerator(

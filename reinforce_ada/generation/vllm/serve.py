@@ -79,7 +79,7 @@ def local_vllm_server(model_dir: str | Path, *, served_name: str = "model", max_
     ``gpu_memory_utilization`` is the share of GPU memory -- on vLLM's CPU platform the share of *RAM* -- the engine
     reserves. ``python`` is the interpreter that has vLLM (default: this one). ``takes_weights``: the server takes
     a trainer's weights (development mode, this library's shared-memory weight transfer;
-    :mod:`~reinforce_ada.generation.server_weights`)."""
+    :mod:`~reinforce_ada.generation.server.weights`)."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     command = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
@@ -88,7 +88,7 @@ def local_vllm_server(model_dir: str | Path, *, served_name: str = "model", max_
                "--enforce-eager", "--seed", str(seed), "--logprobs-mode", "processed_logprobs",
                "--disable-uvicorn-access-log", *extra_args]
     if takes_weights:
-        from reinforce_ada.generation.shared_weights import BACKEND
+        from reinforce_ada.generation.vllm.shared_weights import BACKEND
 
         command += ["--weight-transfer-config", json.dumps({"backend": BACKEND})]
     log = tempfile.NamedTemporaryFile(prefix="vllm-server-", suffix=".log", delete=False)
