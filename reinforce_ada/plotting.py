@@ -243,7 +243,9 @@ def active_panel(ax: Any, shown: Sequence[tuple[str, str, dict[int, float]]]) ->
     width = 0.8 / len(with_rounds)
     for i, (label, color, active) in enumerate(with_rounds):
         ax.bar([k + i * width for k in active], list(active.values()), width=width, color=color, label=label)
-    ax.set_xticks(sorted({k for _, _, active in with_rounds for k in active}))
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))  # a streaming sampler has up to 32 waves
     ax.set(xlabel="round", ylabel="share of the step's prompts", ylim=(0, 1.05))
     _lacking(ax, [label for label, _, active in shown if not active])
 
