@@ -243,7 +243,9 @@ def active_panel(ax: Any, shown: Sequence[tuple[str, str, dict[int, float]]]) ->
     width = 0.8 / len(with_rounds)
     for i, (label, color, active) in enumerate(with_rounds):
         ax.bar([k + i * width for k in active], list(active.values()), width=width, color=color, label=label)
-    ax.set_xticks(sorted({k for _, _, active in with_rounds for k in active}))
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))  # a streaming sampler has up to 32 waves
     ax.set(xlabel="round", ylabel="share of the step's prompts", ylim=(0, 1.05))
     _lacking(ax, [label for label, _, active in shown if not active])
 
@@ -267,6 +269,6 @@ def budget_panel(ax: Any, shown: Sequence[tuple[str, str, dict[str, Sequence[flo
     if not drawn:
         return note(ax, "no sampling/by_pass_rate/* in these runs: only a strategy with a cross-step pass-rate memory "
                         "(ada-budget, the streaming sampler with --sampler.memory.enabled) logs it")
-    ax.set_xticks([-0.1, 0.1, 0.3, 0.5, 0.7, 0.9], ["unseen", "0.1", "0.3", "0.5", "0.7", "0.9"])
+    ax.set_xticks([-0.1, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0], ["unseen", "0", "0.2", "0.4", "0.6", "0.8", "1"])
     ax.set(xlabel="memory's pass-rate estimate before the step (bin centre)", ylabel="samples per prompt")
     _lacking(ax, lacking)
