@@ -27,28 +27,29 @@ class EstConfig:
     changed from their defaults)."""
 
     min_samples: int = 2
-    """N_min: the fewest samples a prompt gets in a step (at least 1; with 1 a prompt cannot show signal)."""
+    """N_min, the fewest samples a prompt gets in a step. At least 1; with 1 a prompt cannot show signal."""
     max_samples: int | None = 32
-    """N_max: the most samples a prompt gets in a step (None: no cap but the budget)."""
+    """N_max, the most samples a prompt gets in a step. None: no cap but the budget."""
     samples_per_prompt: int = 8
-    """The budget per prompt: a step of B prompts draws ``N_total = samples_per_prompt x B`` samples in all (8:
+    """The budget per prompt. A step of B prompts draws ``N_total = samples_per_prompt x B`` samples in all (8:
     GRPO-n8's budget, the comparison the paper makes; 16 matches GRPO-n16)."""
     budget: int | None = None
-    """N_total given directly: samples per step over all of the step's prompts, whatever their number (None:
+    """N_total per step, given directly. Samples per step over all of the step's prompts, whatever their number (None:
     ``samples_per_prompt x prompts``; give one or the other). The allocation spends it exactly whenever
     ``prompts x min_samples <= N_total <= prompts x max_samples``; outside that range the run is refused before any
     generation."""
     decay: float = 0.9
-    """lam in (0, 1]: on each visit of a prompt, its remembered counts are multiplied by ``decay`` before the visit's
-    are added (the paper's Ada-EMA: ``N_tot <- lam N_tot + n_t``, ``N_pos <- lam N_pos + k_t``). 1: never forgets."""
+    """lam, the memory's decay per visit. On each visit of a prompt its remembered counts are multiplied by ``decay``
+    in (0, 1] before the visit's are added (the paper's Ada-EMA: ``N_tot <- lam N_tot + n_t``,
+    ``N_pos <- lam N_pos + k_t``). 1: never forgets."""
     prior_alpha: float = 1.0
-    """alpha of ``p_hat = (N_pos + alpha) / (N_tot + alpha + beta)`` (a Beta(alpha, beta) prior; > 0)."""
+    """alpha of the Beta prior. ``p_hat = (N_pos + alpha) / (N_tot + alpha + beta)``; > 0."""
     prior_beta: float = 1.0
-    """beta of the same (> 0). With alpha = beta = 1 an unseen prompt's estimate is 1/2 and a first step spends the
+    """beta of the Beta prior (> 0). With alpha = beta = 1 an unseen prompt's estimate is 1/2 and a first step spends the
     budget evenly (GRPO-n8's allocation); the upstream ``hanze`` branch used Beta(1, 16)."""
     allocation: str = "objective"
-    """``"objective"``: samples proportional to the objective's sample weight ``w(p_hat)^sample_share`` (Alg. 1);
-    ``"variance-optimal"``: Appendix B's rule under the log objective, samples proportional to
+    """How Est sizes each prompt's share: "objective" or "variance-optimal". ``"objective"``: samples proportional to
+    the objective's sample weight ``w(p_hat)^sample_share`` (Alg. 1); ``"variance-optimal"``: Appendix B's rule under the log objective, samples proportional to
     ``sqrt((1 - p_hat) / p_hat)`` and advantages ``(r - rbar) / sqrt(rbar (1 - rbar))`` (GRPO's std normalisation for
     0/1 rewards, Remark 1); ``sample_share`` is not used then."""
 

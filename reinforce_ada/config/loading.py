@@ -308,7 +308,8 @@ _METAVARS = {int: "N", float: "X", str: "TEXT"}
 SECTION_NOTES = {"sampler": "Each option here is also accepted as --sampler.NAME (the config tree's spelling; in "
                              "YAML: sampler: {NAME: value}).",
                   "sampler.streaming": "sampler.mode streaming (YAML: sampler: {streaming: {NAME: value}}).",
-                  "sampler.memory": "The cross-step pass-rate memory (YAML: sampler: {memory: {NAME: value}})."}
+                  "sampler.memory": "The cross-step pass-rate memory (YAML: sampler: {memory: {NAME: value}}).",
+                  "sampler.est": "sampler.mode est, strategy ada-est (YAML: sampler: {est: {NAME: value}})."}
 """A line under a nested section's heading in the help."""
 
 

@@ -50,13 +50,13 @@ class SamplerConfig:
     """
 
     samples_per_round: int = 8
-    """M: completions drawn per still-active prompt in each round."""
+    """M: completions per active prompt and round."""
     max_rounds: int = 4
-    """N: the most rounds a prompt is sampled for; a prompt never gets more than M * N completions per step."""
+    """N: the most rounds a prompt is sampled for. A prompt never gets more than M * N completions per step."""
     group_size: int = 4
     """n: completions kept per prompt for training (TRL's ``num_generations``, verl's ``rollout.n``)."""
     exit_rule: str | Callable[[int, int, int], bool] = "balanced"
-    """When a prompt stops being sampled: ``"balanced"``, ``"positive"``, ``"once"`` (GRPO) or a callable
+    """When a prompt stops being sampled. ``"balanced"``, ``"positive"``, ``"mixed"``, ``"once"`` (GRPO) or a callable
     ``(num_positive, num_negative, group_size) -> bool``."""
     min_positive: int = 1
     """k for the ``"positive"`` exit rule: exit after this many positives."""
@@ -64,24 +64,24 @@ class SamplerConfig:
     """A completion is positive when ``reward > positive_threshold``. The reference code used 0.7; with 0/1 rewards
     any value in [0, 1) gives the same classes."""
     selection: str | Callable = "balanced"
-    """How a pool is downsampled to ``group_size``: ``"balanced"``, ``"positive_focused"``, ``"random"``, ``"all"``
+    """How a pool is downsampled to ``group_size``. ``"balanced"``, ``"positive_focused"``, ``"random"``, ``"all"``
     (no downsampling: train on the whole pool, so groups may exceed ``group_size``; standalone trainer only) or a
     callable ``(is_positive, group_size, rng) -> indices``."""
     unexited: str = "keep"
-    """Prompts that never met the exit rule within ``max_rounds``: ``"keep"`` a group selected from their pool
-    (the reference behaviour; usually zero-variance) or ``"drop"`` them. Either way the count is reported."""
+    """Prompts that never exited: ``"keep"`` or ``"drop"``. Those that never met the exit rule within ``max_rounds``:
+    ``"keep"`` a group selected from their pool (the reference behaviour; usually zero-variance) or ``"drop"`` them. Either way the count is reported."""
     advantage: str | Callable = "pool"
-    """Baseline: ``"pool"`` (Reinforce-Ada: mean over every completion drawn for the prompt) or ``"group"``
-    (GRPO: mean over the kept group)."""
+    """Baseline: ``"pool"`` or ``"group"``. Pool: Reinforce-Ada's mean over every completion drawn for the prompt;
+    group: GRPO's mean over the kept group."""
     normalize_std: bool = False
-    """Divide advantages by (std + epsilon) of the same pool or group (GRPO's normalisation)."""
+    """GRPO's std normalisation. Advantages are divided by (std + epsilon) of the same pool or group."""
     epsilon: float = 1e-6
     """Added once to the std in the denominator."""
     importance_weights: bool = False
-    """Return per-completion weights that undo the class re-balancing of downsampling, so the group estimate has
-    the whole pool's expectation (see :func:`reinforce_ada.core.advantages.pool_importance_weights`)."""
+    """Per-completion weights that undo downsampling's class balance. The group estimate then has the whole pool's
+    expectation (see :func:`reinforce_ada.core.advantages.pool_importance_weights`)."""
     allocation: str | Callable = "fixed"
-    """How many completions an active prompt gets next round (``"fixed"``: M; ``"beta-*"``: Beta posterior).
+    """How many completions an active prompt gets next round. ``"fixed"``: M; ``"beta-*"``: Beta posterior;
     ``"budget"``: budget mode (beyond the paper) -- ``sample_budget_per_step`` samples per step in total, spread over
     the batch's prompts by the posterior chance that more samples buy a group with signal (prior from a cross-step
     pass-rate memory), in rounds; saturated or hopeless prompts may get none. Needs ``exit_rule`` ``"mixed"`` or
@@ -90,8 +90,8 @@ class SamplerConfig:
     """Budget mode: samples drawn per step over all prompts (None: ``group_size x prompts``, what GRPO draws). Must
     be at least ``group_size x prompts``; the check runs before any generation."""
     budget_skip: bool = True
-    """Budget mode: a prompt may get no samples (and no group; counted as ``num_skipped``) when its samples buy more
-    signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
+    """Budget mode: a prompt may get no samples. It then has no group (counted as ``num_skipped``): its samples buy
+    more signal elsewhere. False: every prompt first gets its group of n, and only the budget above ``n x prompts`` is
     allocated by value (TRL and verl need a group per prompt)."""
     budget_half_life: float | None = 2.0
     """Budget mode: presentations of a prompt after which its remembered evidence counts half. The memory decays
@@ -108,7 +108,7 @@ class SamplerConfig:
     signal, trained on as it is) and leaves the rest of the budget to prompts without signal. Ignored when
     ``budget_skip`` is False."""
     budget_min_signal_rate: float = 0.0
-    """Budget mode: the *price of signal*, the least chance of a group with signal that each sample must buy. As
+    """Budget mode: the *price of signal*. The least chance of a group with signal that each sample must buy, as
     ``streaming.min_signal_rate`` does for the streaming sampler (GRESO's skipping, without re-spending). A prompt
     whose next samples are worth less (remembered as saturated or hopeless) gets none, and its share of the budget
     is left unspent: the step draws fewer samples, so more steps fit in a token budget. Under ``mixed`` an unseen
@@ -116,7 +116,7 @@ class SamplerConfig:
     skips an unseen prompt. In [0, 1]; 0.0 (default): spend the whole budget. Needs ``budget_skip`` (TRL and verl
     need a group for every prompt). See :mod:`reinforce_ada.core.budget_allocation`."""
     budget_overdraw: float = 1.0
-    """Budget mode: candidate prompts offered per trained prompt (over-draw, as in GRESO and VIP). With ``2.0`` the
+    """Budget mode: candidate prompts per trained prompt. Over-draw, as in GRESO and VIP: with ``2.0`` the
     sampler is given twice the prompts the budget can train on (the trainer takes ``ceil(2 x batch_size)`` from its
     stream); the budget stays GRPO's for the trained prompts (``group_size x floor(candidates / budget_overdraw)``)
     and the value allocation gives groups to the candidates most likely to give signal (the cross-step memory's
@@ -124,10 +124,10 @@ class SamplerConfig:
     recur (several epochs over a fixed prompt set). 1.0: no over-draw. Needs ``budget_skip`` (TRL and verl need a
     group for every prompt they are given, so they cannot over-draw)."""
     on_verifier_failure: str = "zero"
-    """A completion whose verifier returned None or raised: ``"zero"`` scores it 0 (and counts it), ``"drop"``
-    removes it from the pool (and counts it). Neither loses the prompt."""
+    """An unscored completion: ``"zero"`` or ``"drop"``. One whose verifier returned None or raised: ``"zero"``
+    scores it 0 (and counts it), ``"drop"`` removes it from the pool (and counts it). Neither loses the prompt."""
     generation_retries: int = 2
-    """Times a failed generator call is retried before the step ends early with the work already done."""
+    """Retries of a failed generator call. After them the step ends early with the work already done."""
     seed: int = 0
     """Seed for the random choices of selection (the trainer sets it to its own ``seed``)."""
     mode: str = "rounds"
@@ -142,22 +142,22 @@ class SamplerConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     """The cross-step pass-rate memory (:class:`~reinforce_ada.config.MemoryConfig`)."""
     objective: str | None = None
-    """The RL objective ``E_x[f(p(x))]`` (p: a prompt's pass rate; arXiv 2510.04996v3 Sec. 3), whose gradient weighs
-    each prompt by ``w(p) = f'(p)``: ``"linear"`` (``f = p``, ``w = 1``: ordinary RL, no weight), ``"log"``
-    (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid in samples
+    """The RL objective: "linear", "log" or "power:A" (v3 Sec. 3). It maximises ``E_x[f(p(x))]`` (p: a prompt's pass
+    rate), whose gradient weighs each prompt by ``w(p) = f'(p)``: ``"linear"`` (``f = p``, ``w = 1``: ordinary RL, no
+    weight), ``"log"`` (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid in samples
     (``mode="est"``'s allocation) and in the gradient (every advantage multiplied by ``w_grad``, evaluated at the
     pool's mean reward -- its pass rate for 0/1 rewards), split by ``sample_share``. None: ``"log"`` under
     ``mode="est"``, ``"linear"`` otherwise (the paper's Seq as released: no weight). See
     :mod:`reinforce_ada.core.objectives`."""
     sample_share: float | None = None
-    """s in [0, 1]: the part of the objective's weight paid in samples, ``w_sample = w^s``, ``w_grad = w^(1-s)``.
+    """The share s of the objective's weight paid in samples. ``w_sample = w^s``, ``w_grad = w^(1-s)``, s in [0, 1].
     None: 1/2 under ``mode="est"`` (Alg. 1: ``1/sqrt(p)`` in samples and in the gradient), 0 otherwise (the round-based
     and streaming samplers choose samples by their exit rule, so the whole weight goes into the gradient: v3 Sec. 3.2's
     explicit ``1 / p_hat`` for Seq). Not used with ``est.allocation="variance-optimal"``."""
     objective_eps: float = 1e-6
-    """eps > 0: every weight is evaluated at ``p + eps`` (finite at ``p = 0``)."""
+    """Every weight is evaluated at ``p + eps`` (> 0: finite at ``p = 0``)."""
     max_grad_weight: float | None = 8.0
-    """The cap on ``w_grad``: under the log objective a pool with one success in 32 samples would carry 32x the
+    """The cap on ``w_grad``. Under the log objective a pool with one success in 32 samples would carry 32x the
     gradient of an easy prompt and could dominate its batch; with the cap it carries at most 8x. None: no cap."""
     est: EstConfig = field(default_factory=EstConfig)
     """Settings of ``mode="est"`` (:class:`~reinforce_ada.config.EstConfig`)."""

@@ -22,12 +22,13 @@ class StreamingConfig:
     """Settings of the streaming sampler (``sampler.mode="streaming"``); ignored by the round-based one."""
 
     allocation: str = "beta"
-    """Request sizes from a Beta posterior on each prompt's pass rate (``beta``) or fixed M (``fixed``, the paper's
-    sizes without the barrier)."""
+    """Request sizes: ``beta`` or ``fixed``. From a Beta posterior on each prompt's pass rate (``beta``) or fixed M
+    (``fixed``, the paper's sizes without the barrier)."""
     target: float = 0.3
     """With ``beta`` allocation: the probability of meeting the exit rule each request aims for."""
     give_up_below: float = 0.0
-    """Stop sampling a prompt once what its remaining budget can still buy is this unlikely (0: never). For a
+    """Give a prompt up below this chance. Stop sampling a prompt once what its remaining budget can still buy is this
+    unlikely (0: never). For a
     one-class pool that is the posterior chance of seeing the other class; otherwise the chance of exiting."""
     min_signal_rate: float = 0.0
     """The price of signal. Give up a one-class pool once the posterior chance that its next sample is of the missing
@@ -38,9 +39,11 @@ class StreamingConfig:
     max_in_flight: int = 256
     """Most completions requested at once."""
     skip_below: float = 0.0
-    """With ``memory.enabled``: skip prompts whose remembered chance of any signal within the budget is below this."""
+    """Memory: skip prompts below this chance of signal. With ``memory.enabled``, a prompt whose remembered chance of
+    any signal within the budget is below this gets no samples."""
     cap_below: float = 0.0
-    """With ``memory.enabled``: cap the budget of prompts whose remembered chance of exiting is below this."""
+    """Memory: cap prompts below this chance of exiting. With ``memory.enabled``, the budget of a prompt whose
+    remembered chance of exiting is below this is capped."""
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="streaming.")
@@ -69,15 +72,16 @@ class MemoryConfig:
     ``est.decay``, with the prior ``est.prior_alpha``/``est.prior_beta``, uncapped)."""
 
     enabled: bool = False
-    """Streaming: keep the memory, to size first requests and to skip or cap hopeless/saturated prompts
-    (``streaming.skip_below``, ``streaming.cap_below``)."""
+    """Streaming: keep the memory. It sizes first requests and lets ``streaming.skip_below`` and
+    ``streaming.cap_below`` skip or cap hopeless/saturated prompts."""
     half_life: float = 8.0
-    """Streaming: steps after which an old observation counts half (budget mode: see ``budget_half_life``)."""
+    """Streaming: the evidence's half-life in steps. After it an old observation counts half (budget mode: see
+    ``budget_half_life``)."""
     max_evidence: float = 128.0
     """Most (decayed) samples remembered per prompt (streaming and budget mode)."""
     seed: str | None = None
-    """A ``select-prompts`` pass-rate file to start from (streaming with ``enabled``, budget mode, or
-    ``mode="est"``)."""
+    """A ``select-prompts`` pass-rate file to start from. For streaming with ``enabled``, budget mode, or
+    ``mode="est"``."""
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="memory.")

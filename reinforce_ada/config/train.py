@@ -44,8 +44,8 @@ class TrainConfig:
     dtype: str = "float32"
     """Training dtype: ``float32``, ``bfloat16`` or ``float16``."""
     device: str = "auto"
-    """Where the policy trains: ``auto`` (the first CUDA GPU when there is one, else the CPU), ``cpu``, ``cuda`` or
-    ``cuda:N``."""
+    """Where the policy trains: auto, cpu, cuda or cuda:N. ``auto``: the first CUDA GPU when there is one, else the
+    CPU."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
     lora_r: int = 16
@@ -67,7 +67,7 @@ class TrainConfig:
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
     answer_key: str | None = "answer"
-    """Column holding the reference answer; every row must have one (rows without are refused, naming them).
+    """Column holding the reference answer. Every row must have one (rows without are refused, naming them).
     ``null`` in a YAML file: no answer column, for a ``module:function`` verifier that needs none."""
     template: str | None = None
     """Format string applied to every prompt, with ``{prompt}``."""
@@ -81,7 +81,7 @@ class TrainConfig:
     task_digits: int = 2
     """Difficulty of the built-in arithmetic task: digits per operand."""
     task_train_prompts: int = 0
-    """Built-in task only: train on this many of its prompts, cycled epoch by epoch. They are drawn with ``seed``;
+    """Built-in task only: train on this many of its prompts. They are cycled epoch by epoch, drawn with ``seed``;
     each one recurs every ``task_train_prompts / batch_size`` steps as in multi-epoch RL on a finite dataset. 0: a pool
     of max(4096, 4 x batch_size) prompts (the demo's 100 steps of 32 never see one twice)."""
     verifier_answer_kwarg: str | None = None
@@ -89,12 +89,13 @@ class TrainConfig:
     columns by name; default: the answer column's name, ``answer_key``. E.g. ``solution`` for
     ``fn(prompts, completions, solution, **kwargs)``."""
     verifier_timeout: float | None = None
-    """Seconds one verifier call may take; past it the call is killed and its completions count as failures
+    """Seconds one verifier call may take. Past them the call is killed and its completions count as failures
     (``verifier/timeouts``). ``math`` applies it per completion in its own workers; every other verifier (custom
     ``module:function`` ones included) then runs in a worker process. None: ``math``'s default of 5 s, none for the
     others."""
     max_verifier_failure_rate: float = 1.0
-    """Stop the run when at least this share of a step's completions could not be scored. The same for an
+    """Stop at this share of unscored completions. The run stops when at least this share of a step's completions
+    could not be scored; the same for an
     evaluation's; a completion could not be scored when the verifier raised, timed out or returned None. 1.0: only
     when all of them failed; values above 1 never stop."""
 
@@ -224,14 +225,14 @@ class TrainConfig:
     eval_samples: int = 4
     """Samples per held-out prompt (accuracy is the mean over all of them; ``eval/pass@k`` for k up to this)."""
     eval_strata_samples: int = 16
-    """Samples per held-out prompt drawn once, before training, to fix each prompt's difficulty stratum by the start
-    model's pass rate (the paper's Table 5: extremely_hard 0, hard, medium, easy; ``strata.json``); every evaluation
-    then logs ``eval/accuracy/<stratum>``. Drawn apart from training (the random generators are restored after), so
+    """Samples per held-out prompt that fix its difficulty stratum, once. Drawn before training, they fix each
+    prompt's stratum by the start model's pass rate (the paper's Table 5: extremely_hard 0, hard, medium, easy;
+    ``strata.json``); every evaluation then logs ``eval/accuracy/<stratum>``. Drawn apart from training (the random generators are restored after), so
     it changes no training result. 0: no strata."""
     eval_strata_hard_max: float = 0.2
-    """Highest pass rate of the *hard* stratum, (0, this] (the paper's 0.2)."""
+    """Highest pass rate of the *hard* stratum (0, this]. The paper's 0.2."""
     eval_strata_medium_max: float = 0.5
-    """Highest pass rate of the *medium* stratum (the paper's 0.5); above it, *easy*."""
+    """Highest pass rate of the *medium* stratum. The paper's 0.5; above it, *easy*."""
     report_to: str = "none"
     """Extra metric sinks besides metrics.jsonl: ``none``, ``tensorboard`` or ``wandb``."""
     sft_max_steps: int = 4000

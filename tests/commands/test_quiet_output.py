@@ -21,9 +21,9 @@ def test_a_piped_run_prints_its_summary_only_and_verbose_adds_the_log(tmp_path):
     out, err = piped(*RUN, "--output-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert err == ""
     lines = out.splitlines()
-    assert "\r" not in out and len(lines) == 3, out
-    assert lines[0].startswith("held-out sampled accuracy: ") and lines[1].startswith("steps 2, samples drawn ")
-    assert lines[2].startswith("run folder: ")
+    assert "\r" not in out and len(lines) == 4, out
+    assert lines[0].startswith("held-out sampled accuracy: ") and lines[1].startswith("by difficulty stratum ")
+    assert lines[2].startswith("steps 2, samples drawn ") and lines[3].startswith("run folder: ")
     out, err = piped(*RUN, "--output-dir", str(tmp_path / "run"), "--resume", cwd=tmp_path)
     assert err == "" and out.count("nothing to do") == 1
     out, err = piped("-v", *RUN, "--output-dir", str(tmp_path / "verbose"), cwd=tmp_path)

@@ -39,6 +39,6 @@ def test_train_help_is_short_grouped_and_shows_one_spelling_per_option():
     assert "--sampler.group-size" not in text and "alias of" not in text  # the dotted spelling: said once, by group
     groups = re.findall(r"^(\S[^:\n]*):$", text, re.M)
     assert groups == ["options", "model", "data and reward", "sampling", "sampler", "sampler.streaming",
-                      "sampler.memory", "generation engine", "optimisation", "run"]
+                      "sampler.memory", "sampler.est", "generation engine", "optimisation", "run"]
     assert "STRATEGY_SAMPLER_SETTINGS" not in text
     assert " ".join(strategies_text().split()) in " ".join(text.split())
