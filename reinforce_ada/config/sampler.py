@@ -1,5 +1,5 @@
-"""The sampler's configuration tree: :class:`SamplerConfig` (with its ``streaming`` and ``memory`` sections) and
-:class:`DynamicSamplingConfig` (DAPO). Each sampling setting has one name, one default and one check, here; the
+"""The sampler's configuration tree: :class:`SamplerConfig` (with its ``streaming``, ``memory`` and ``est`` sections);
+DAPO's :class:`~reinforce_ada.config.dynamic.DynamicSamplingConfig` is in ``config/dynamic.py``. Each sampling setting has one name, one default and one check, here; the
 trainer (:class:`~reinforce_ada.config.TrainConfig`), TRL's ``AdaGRPOConfig`` and verl's config all map onto it."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from reinforce_ada.core.exits import EXIT_RULES
 from reinforce_ada.core.selection import SELECTION_RULES
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["DynamicSamplingConfig", "SamplerConfig", "section"]
+__all__ = ["SamplerConfig", "section"]
 
 
 def section(cls: type, value: Any, name: str) -> Any:
@@ -391,47 +391,3 @@ class SamplerConfig:
             else:
                 out[f.name] = repr(value) if callable(value) else value
         return out
-
-
-@dataclass
-class DynamicSamplingConfig:
-    """DAPO-style dynamic sampling (Yu et al., 2025): draw fresh prompts, ``group_size`` samples each, and keep only
-    groups with non-zero reward variance until ``batch_size`` groups are collected."""
-
-    batch_size: int = 512
-    """B: groups with signal to collect."""
-    group_size: int = 4
-    """n: completions per prompt."""
-    generation_batch_size: int | None = None
-    """Prompts drawn per generation call (defaults to ``batch_size``)."""
-    max_generation_batches: int = 8
-    """Give up after this many generation calls and return the groups collected so far (verl's
-    ``max_num_gen_batches``)."""
-    positive_threshold: float = 0.5
-    """As in :class:`SamplerConfig`."""
-    normalize_std: bool = False
-    """Divide advantages by the group std (+ epsilon)."""
-    epsilon: float = 1e-6
-    on_verifier_failure: str = "zero"
-    generation_retries: int = 2
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        _check_types(self)
-        check_positive_ints(self, ("batch_size", "group_size", "max_generation_batches"))
-        if self.group_size < 2:
-            raise ConfigError(f"group_size must be >= 2 (got {self.group_size})")
-        if self.generation_batch_size is None:
-            self.generation_batch_size = self.batch_size
-        elif (not isinstance(self.generation_batch_size, int) or isinstance(self.generation_batch_size, bool)
-              or self.generation_batch_size <= 0):
-            raise ConfigError(f"generation_batch_size must be a positive integer (got {self.generation_batch_size!r})")
-        self.round_config()  # checks positive_threshold, epsilon, on_verifier_failure, generation_retries
-
-    def round_config(self) -> SamplerConfig:
-        """The single GRPO round this strategy runs on each generation batch."""
-        return SamplerConfig.grpo(
-            self.group_size, positive_threshold=self.positive_threshold, normalize_std=self.normalize_std,
-            epsilon=self.epsilon, on_verifier_failure=self.on_verifier_failure,
-            generation_retries=self.generation_retries, seed=self.seed,
-        )

@@ -12,7 +12,8 @@ from typing import Any
 
 from reinforce_ada.config.checks import _check_choice, _check_types, check_seeds, expand_home
 from reinforce_ada.config.defaults import ROLLOUT_MISMATCH_LIMITS, resolve_model_defaults
-from reinforce_ada.config.sampler import DynamicSamplingConfig, SamplerConfig, section
+from reinforce_ada.config.dynamic import DynamicSamplingConfig
+from reinforce_ada.config.sampler import SamplerConfig, section
 from reinforce_ada.config.strategies import STRATEGIES, check_strategy_sampler, strategy_sampler_values
 from reinforce_ada.errors import ConfigError
 
