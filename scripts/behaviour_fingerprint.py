@@ -11,7 +11,7 @@ hashes
   learning-rate scheduler's state.
 
 The cases: the rounds sampler (``ada-balanced``), GRPO, streaming (with the cross-step memory), budget mode, DAPO,
-the KL term, a finished run extended (10 steps with the KL term and a checkpoint every 5, then ``--resume
+Reinforce-Ada-Est (on 64 training prompts, so its memory sees each every other step), the KL term, a finished run extended (10 steps with the KL term and a checkpoint every 5, then ``--resume
 --max-steps 20``) and a killed run resumed (budget mode, killed after its step-10 checkpoint, then ``--resume``).
 
 Record the reference once, on the commit the change starts from, then check every later tree against it::
@@ -46,6 +46,7 @@ CASES: dict[str, list[list[str] | str]] = {
     "streaming": [["--sampler.mode", "streaming", "--sampler.memory.enabled"]],
     "budget": [["--strategy", "ada-budget"]],
     "dapo": [["--strategy", "dapo"]],
+    "est": [["--strategy", "ada-est", "--task-train-prompts", "64"]],
     "kl": [["--kl-coef", "0.05"]],
     "resume": [["--kl-coef", "0.05", "--save-steps", "5", "--max-steps", "10"],
                ["--kl-coef", "0.05", "--save-steps", "5", "--resume"]],
