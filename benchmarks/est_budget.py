@@ -45,7 +45,8 @@ def budget_by_bin(folders: list[Path], part: tuple[float, float]) -> dict[str, d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("compares", nargs="+", type=Path, help="reinforce-ada compare output folders")
-    parser.add_argument("--strategy", default="ada-est", help="the strategy's name in the comparison (default: ada-est)")
+    parser.add_argument("--strategy", default="ada-est",
+                        help="the strategy's name in the comparison (default: ada-est)")
     parser.add_argument("--plot", type=Path, help="write the figure here (PNG)")
     parser.add_argument("--json", type=Path, help="write the table here")
     args = parser.parse_args(argv)

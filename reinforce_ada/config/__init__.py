@@ -1,9 +1,10 @@
-"""Typed configuration: one tree. :class:`TrainConfig` (the trainer) holds a :class:`SamplerConfig` under
-``sampler``, which holds the ``streaming`` (:class:`StreamingConfig`), ``memory`` (:class:`MemoryConfig`) and ``est``
-(:class:`EstConfig`) sections; :class:`DynamicSamplingConfig` is DAPO's. Every field is documented and checked in ``__post_init__`` (first against
-its annotation, then ranges and cross-field rules), so bad values fail before any model is loaded or any completion
-generated, with a message naming the field. :func:`load_config` reads a YAML file (nested mappings; errors name the
-file and line) and command-line overrides (dotted names, or the flat aliases of the sampler's fields).
+"""Typed configuration: one tree. :class:`TrainConfig` (the trainer) holds a :class:`SamplerConfig` under ``sampler``,
+which holds the ``streaming`` (:class:`StreamingConfig`), ``memory`` (:class:`MemoryConfig`) and ``est``
+(:class:`EstConfig`) sections; :class:`DynamicSamplingConfig` is DAPO's. Every field is documented and checked in
+``__post_init__`` (first against its annotation, then ranges and cross-field rules), so bad values fail before any model
+is loaded or any completion generated, with a message naming the field. :func:`load_config` reads a YAML file (nested
+mappings; errors name the file and line) and command-line overrides (dotted names, or the flat aliases of the sampler's
+fields).
 
 Modules: ``checks`` (the type check, field docstrings), ``streaming`` (two sampler sections), ``est`` (the third),
 ``sampler`` (:class:`SamplerConfig`), ``dynamic`` (:class:`DynamicSamplingConfig`), ``strategies`` (the strategy

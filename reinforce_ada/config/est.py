@@ -45,13 +45,13 @@ class EstConfig:
     prior_alpha: float = 1.0
     """alpha of the Beta prior. ``p_hat = (N_pos + alpha) / (N_tot + alpha + beta)``; > 0."""
     prior_beta: float = 1.0
-    """beta of the Beta prior (> 0). With alpha = beta = 1 an unseen prompt's estimate is 1/2 and a first step spends the
-    budget evenly (GRPO-n8's allocation); the upstream ``hanze`` branch used Beta(1, 16)."""
+    """beta of the Beta prior (> 0). With alpha = beta = 1 an unseen prompt's estimate is 1/2 and a first step spends
+    the budget evenly (GRPO-n8's allocation); the upstream ``hanze`` branch used Beta(1, 16)."""
     allocation: str = "objective"
     """How Est sizes each prompt's share: "objective" or "variance-optimal". ``"objective"``: samples proportional to
-    the objective's sample weight ``w(p_hat)^sample_share`` (Alg. 1); ``"variance-optimal"``: Appendix B's rule under the log objective, samples proportional to
-    ``sqrt((1 - p_hat) / p_hat)`` and advantages ``(r - rbar) / sqrt(rbar (1 - rbar))`` (GRPO's std normalisation for
-    0/1 rewards, Remark 1); ``sample_share`` is not used then."""
+    the objective's sample weight ``w(p_hat)^sample_share`` (Alg. 1); ``"variance-optimal"``: Appendix B's rule under
+    the log objective, samples proportional to ``sqrt((1 - p_hat) / p_hat)`` and advantages ``(r - rbar) / sqrt(rbar (1
+    - rbar))`` (GRPO's std normalisation for 0/1 rewards, Remark 1); ``sample_share`` is not used then."""
 
     def __post_init__(self) -> None:
         _check_types(self, prefix="est.")

@@ -1,6 +1,7 @@
 """The sampler's configuration tree: :class:`SamplerConfig` (with its ``streaming``, ``memory`` and ``est`` sections);
-DAPO's :class:`~reinforce_ada.config.dynamic.DynamicSamplingConfig` is in ``config/dynamic.py``. Each sampling setting has one name, one default and one check, here; the
-trainer (:class:`~reinforce_ada.config.TrainConfig`), TRL's ``AdaGRPOConfig`` and verl's config all map onto it."""
+DAPO's :class:`~reinforce_ada.config.dynamic.DynamicSamplingConfig` is in ``config/dynamic.py``. Each sampling setting
+has one name, one default and one check, here; the trainer (:class:`~reinforce_ada.config.TrainConfig`), TRL's
+``AdaGRPOConfig`` and verl's config all map onto it."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class SamplerConfig:
     callable ``(is_positive, group_size, rng) -> indices``."""
     unexited: str = "keep"
     """Prompts that never exited: ``"keep"`` or ``"drop"``. Those that never met the exit rule within ``max_rounds``:
-    ``"keep"`` a group selected from their pool (the reference behaviour; usually zero-variance) or ``"drop"`` them. Either way the count is reported."""
+    ``"keep"`` a group selected from their pool (the reference behaviour; usually zero-variance) or ``"drop"`` them.
+    Either way the count is reported."""
     advantage: str | Callable = "pool"
     """Baseline: ``"pool"`` or ``"group"``. Pool: Reinforce-Ada's mean over every completion drawn for the prompt;
     group: GRPO's mean over the kept group."""
@@ -144,9 +146,9 @@ class SamplerConfig:
     objective: str | None = None
     """The RL objective: "linear", "log" or "power:A" (v3 Sec. 3). It maximises ``E_x[f(p(x))]`` (p: a prompt's pass
     rate), whose gradient weighs each prompt by ``w(p) = f'(p)``: ``"linear"`` (``f = p``, ``w = 1``: ordinary RL, no
-    weight), ``"log"`` (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid in samples
-    (``mode="est"``'s allocation) and in the gradient (every advantage multiplied by ``w_grad``, evaluated at the
-    pool's mean reward -- its pass rate for 0/1 rewards), split by ``sample_share``. None: ``"log"`` under
+    weight), ``"log"`` (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid
+    in samples (``mode="est"``'s allocation) and in the gradient (every advantage multiplied by ``w_grad``, evaluated at
+    the pool's mean reward -- its pass rate for 0/1 rewards), split by ``sample_share``. None: ``"log"`` under
     ``mode="est"``, ``"linear"`` otherwise (the paper's Seq as released: no weight). See
     :mod:`reinforce_ada.core.objectives`."""
     sample_share: float | None = None

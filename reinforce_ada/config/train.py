@@ -226,10 +226,10 @@ class TrainConfig:
     eval_samples: int = 4
     """Samples per held-out prompt (accuracy is the mean over all of them; ``eval/pass@k`` for k up to this)."""
     eval_strata_samples: int = 16
-    """Samples per held-out prompt that fix its difficulty stratum, once. Drawn before training, they fix each
-    prompt's stratum by the start model's pass rate (the paper's Table 5: extremely_hard 0, hard, medium, easy;
-    ``strata.json``); every evaluation then logs ``eval/accuracy/<stratum>``. Drawn apart from training (the random generators are restored after), so
-    it changes no training result. 0: no strata."""
+    """Samples per held-out prompt that fix its difficulty stratum, once. Drawn before training, they fix each prompt's
+    stratum by the start model's pass rate (the paper's Table 5: extremely_hard 0, hard, medium, easy; ``strata.json``);
+    every evaluation then logs ``eval/accuracy/<stratum>``. Drawn apart from training (the random generators are
+    restored after), so it changes no training result. 0: no strata."""
     eval_strata_hard_max: float = 0.2
     """Highest pass rate of the *hard* stratum (0, this]. The paper's 0.2."""
     eval_strata_medium_max: float = 0.5
