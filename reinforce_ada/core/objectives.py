@@ -214,7 +214,8 @@ def _spread(counts: np.ndarray, left: int, fractions: np.ndarray, w: np.ndarray,
 
 def allocation_summary(counts: np.ndarray, p_hat: np.ndarray, hard_below: float = 0.1) -> dict[str, float]:
     """What an allocation did, as step metrics: samples per prompt (min, mean, max), their total, the estimated pass
-    rates' quartiles, and the share of the samples that went to prompts believed hard (``p_hat < hard_below``).
+    rates' 10th, 50th and 90th percentiles, and the share of the samples that went to prompts believed hard
+    (``p_hat < hard_below``).
 
     >>> allocation_summary(np.array([6, 2]), np.array([0.05, 0.5]))["budget_share_hard"]
     0.75
