@@ -244,7 +244,10 @@ def _run(args: argparse.Namespace) -> int:
 def _stop_on_signals() -> dict[int, Any]:
     """SIGHUP (the terminal went away) and SIGTERM raise :class:`~reinforce_ada.errors.Signalled` where the program
     is, so a command stops as on Ctrl-C (a run records its ``stopped`` event and says how it goes on) instead of
-    dying without a word; returns the handlers they replace (none outside the main thread, where none can be set)."""
+    dying without a word; returns the handlers they replace (none outside the main thread, where none can be set).
+
+    A signal the process was started with ignored stays ignored: ``nohup reinforce-ada train ... &`` must outlive
+    its terminal (as Python itself leaves an ignored SIGINT ignored)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -256,7 +259,7 @@ def _stop_on_signals() -> dict[int, Any]:
     previous = {}
     for name in ("SIGHUP", "SIGTERM"):
         number = getattr(signal, name, None)
-        if number is not None:
+        if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
             previous[number] = signal.signal(number, stop)
     return previous
 

@@ -94,3 +94,12 @@ def hangs_up(prompts, completions, **kwargs):
     os.kill(os.getpid(), signal.SIGHUP)
     time.sleep(5)  # the handler raises here; a process that died of the signal never gets back
     return [0.0] * len(completions)
+
+
+def hangs_up_and_scores(prompts, completions, answer, **kwargs):
+    """SIGHUP to itself at every call, then scores: under nohup (SIGHUP ignored) the run goes on as if nothing came."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGHUP)
+    return [float(c.strip() == a) for c, a in zip(completions, answer)]

@@ -4,6 +4,7 @@ message naming the field / file / row / function, and the files left untouched b
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -153,7 +154,8 @@ def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path,
 @pytest.mark.fault("Ctrl-C during the held-out evaluation before the first step; SIGHUP (the terminal gone) mid-step",
                    "a 'stopped' event naming the interrupt and where; one line saying how the run goes on: "
                    "--overwrite when no checkpoint was written, else --resume from the newest (it said --resume, which "
-                   "then refused; SIGHUP ended the process without a word or an event)")
+                   "then refused; SIGHUP ended the process without a word or an event); under nohup the run goes on "
+                   "(the SIGHUP handler replaced nohup's: the terminal's close stopped it)")
 def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_path, cli_run, capsys):
     from reinforce_ada import cli
 
@@ -178,6 +180,12 @@ def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_
         "nothing to resume: the same command with --overwrite starts it over)")
     assert history(tmp_path / "hup")[-1] == {**history(tmp_path / "hup")[-1], "event": "stopped",
                                              "reason": "interrupted (SIGHUP) during step 1"}
+
+    # under nohup (SIGHUP ignored from the start) the terminal going away does not stop the run
+    nohup = run_cli([*cli_run, "--verifier", "reward_fixtures:hangs_up_and_scores", "--output-dir",
+                     str(tmp_path / "nohup")], tmp_path, ignore_hangup=True)
+    assert nohup.returncode == 0, nohup.stderr[-2000:]
+    assert (tmp_path / "nohup" / "summary.json").exists() and "interrupted" not in nohup.stderr
 
 
 @pytest.mark.fault("--eval-data naming the training file itself (--data same.jsonl --eval-data same.jsonl), or held-out "
@@ -314,10 +322,18 @@ def test_a_timed_verifier_scores_like_the_plain_one_and_keeps_counting_across_ca
 
 
 # -- the command line ------------------------------------------------------------------------------------------
-def run_cli(args, cwd):
+def run_cli(args, cwd, ignore_hangup=False):
+    """The command line in a process of its own, started with SIGINT and SIGHUP at their defaults (as from a
+    terminal, however the tests were started: a shell's background job ignores SIGINT, nohup SIGHUP) or, with
+    ``ignore_hangup``, with SIGHUP ignored (as under nohup)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]))
+
+    def signals():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if ignore_hangup else signal.SIG_DFL)
+
     return subprocess.run([sys.executable, "-m", "reinforce_ada.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, preexec_fn=signals)
 
 
 def test_cli_a_verifier_function_that_always_raises_exits_non_zero_in_step_one(tmp_path, cli_run):
