@@ -228,7 +228,9 @@ def test_an_interrupt_to_the_whole_process_group_ends_in_one_line(tmp_path):
         [sys.executable, "-m", "reinforce_ada.cli", "compare", "--strategies", "quick=grpo --max-steps 2",
          "long=ada-balanced --max-steps 400", "--lrs", "1e-3", "--seeds", "0", "--eval-steps", "200",
          "--num-threads", "1", "--parallel", "3", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, start_new_session=True)
+        text=True, env=env, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal, however pytest was
+    # started (a non-interactive shell's background job, `pytest &`, passes SIGINT on ignored, and Python keeps it so)
     try:  # interrupted once the quick run has finished (its worker idle) while the other trains
         quick, busy = out / "quick-lr0.001-seed0" / "summary.json", out / "long-lr0.001-seed0" / "metrics.jsonl"
         deadline = time.monotonic() + 300
