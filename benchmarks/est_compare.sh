@@ -21,10 +21,14 @@
 #               prompts held out; otherwise as `recurring` (lr 1e-3 and 2e-3 alike).
 #   addition, mixed   the built-in tasks as the README's demo draws them (prompts rarely recur: Est's memory has little
 #               to go on), 40 steps, held-out every 4 steps, lr 2.5e-4, 5e-4 and 1e-3, seeds 0-4.
+#   filtered-low  declared 2026-12-05 08:15 UTC, after the filtered bed's report put every strategy's best lr at the
+#               grid's lowest (1e-3): the same grid one step lower too (5e-4, 1e-3, 2e-3), everything else as
+#               `filtered`. Its 1e-3 and 2e-3 runs are the filtered bed's (linked, so `filtered` must have run first);
+#               only the 5e-4 runs are trained. Reported beside `filtered`, not in place of it.
 #   Every bed: --num-threads 1 --parallel 2 (two runs at a time on the 2-core machine, queued across strategies).
 #
-# Usage: bash benchmarks/est_compare.sh BED [--report-only]   (BED: recurring, filtered, addition, mixed,
-#        make-filtered); results in runs/compare/est-BED/ (report against grpo-n8) and runs/compare/est-BED-vs-grpo/
+# Usage: bash benchmarks/est_compare.sh BED [--report-only]   (BED: recurring, filtered, filtered-low, addition,
+#        mixed, make-filtered); results in runs/compare/est-BED/ (report against grpo-n8) and runs/compare/est-BED-vs-grpo/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The portable CPU kernels for every bed (reinforce_ada/cpu_numerics.py): `compare` pins them itself for the built-in
@@ -60,11 +64,25 @@ EOF
     filtered) options=(--model "$START_MODEL" --data "$FILTERED/train512.jsonl" --eval-data "$FILTERED/heldout.jsonl"
                        --verifier arithmetic --max-new-tokens 8 --batch-size 32 --eval-prompts 200 --eval-samples 4
                        --use-chat-template false --lrs 1e-3 2e-3 --max-steps 320 --eval-steps 32) ;;
+    filtered-low) options=(--model "$START_MODEL" --data "$FILTERED/train512.jsonl" --eval-data "$FILTERED/heldout.jsonl"
+                           --verifier arithmetic --max-new-tokens 8 --batch-size 32 --eval-prompts 200 --eval-samples 4
+                           --use-chat-template false --lrs 5e-4 1e-3 2e-3 --max-steps 320 --eval-steps 32) ;;
     addition) options=(--task arithmetic --lrs 2.5e-4 5e-4 1e-3 --max-steps 40 --eval-steps 4) ;;
     mixed) options=(--task arithmetic-mixed --lrs 2.5e-4 5e-4 1e-3 --max-steps 40 --eval-steps 4) ;;
     *) echo "unknown bed $bed" >&2; exit 2 ;;
 esac
 out="runs/compare/est-$bed"
+if [[ "$bed" == filtered-low && ! -e "$out/compare.json" ]]; then
+    # The filtered bed's finished runs, linked, and its grid with the lower lr added (compare.json fixes a folder's
+    # grid, so the extension is a folder of its own whose manifest lists all three lrs).
+    from=runs/compare/est-filtered
+    [[ -e "$from/compare.json" ]] || { echo "filtered-low reuses the filtered bed's runs: run 'bash $0 filtered' first" >&2; exit 2; }
+    mkdir -p "$out"
+    for run in "$from"/*-seed*/; do ln -sfn "$(realpath "$run")" "$out/$(basename "$run")"; done
+    cp "$from/runs.jsonl" "$out/"
+    python -c "import json, sys; m = json.load(open(sys.argv[1])); m['lrs'] = sorted([5e-4] + m['lrs']); m['command'] = sys.argv[3:]; open(sys.argv[2], 'w').write(json.dumps(m, indent=2) + '\n')" \
+        "$from/compare.json" "$out/compare.json" bash "$0" "$bed"
+fi
 reinforce-ada compare --strategies "${STRATEGIES[@]}" --seeds "${SEEDS[@]}" --baseline grpo-n8 "${options[@]}" \
     --num-threads 1 --parallel 2 --out "$out" "$@"
 # The same runs against GRPO-n4: a second comparison folder whose runs are links to these (compare.json fixes the
