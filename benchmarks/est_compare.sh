@@ -21,9 +21,9 @@
 #               prompts held out; otherwise as `recurring` (lr 1e-3 and 2e-3 alike).
 #   addition, mixed   the built-in tasks as the README's demo draws them (prompts rarely recur: Est's memory has little
 #               to go on), 40 steps, held-out every 4 steps, lr 2.5e-4, 5e-4 and 1e-3, seeds 0-4.
-#   filtered-low  declared 2026-12-05 08:15 UTC, after the filtered bed's report put every strategy's best lr at the
-#               grid's lowest (1e-3): the same grid one step lower too (5e-4, 1e-3, 2e-3), everything else as
-#               `filtered`. Its 1e-3 and 2e-3 runs are the filtered bed's (linked, so `filtered` must have run first);
+#   filtered-low  declared 2026-12-05 08:26 UTC (committed with this line, before its runs), after the filtered
+#               bed's report put every strategy's best lr at the grid's lowest (1e-3): the same grid one step lower
+#               too (5e-4, 1e-3, 2e-3), everything else as `filtered`. Its 1e-3 and 2e-3 runs are the filtered bed's (linked, so `filtered` must have run first);
 #               only the 5e-4 runs are trained. Reported beside `filtered`, not in place of it.
 #   Every bed: --num-threads 1 --parallel 2 (two runs at a time on the 2-core machine, queued across strategies).
 #

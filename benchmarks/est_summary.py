@@ -2,7 +2,7 @@
 bed, from the committed ``compare`` reports ``benchmarks/results/compare_est_<bed>.json`` (against grpo-n8) and
 ``compare_est_<bed>_vs_grpo.json`` (the same runs against grpo):
 
-    python benchmarks/est_summary.py recurring filtered addition mixed
+    python benchmarks/est_summary.py recurring filtered filtered-low addition mixed
 
 Each cell is a paired difference by seed, mean ± 95% t-interval half-width, each strategy at its own best lr.
 """
@@ -37,7 +37,7 @@ def row(bed: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("beds", nargs="+", help="recurring, filtered, addition, mixed")
+    parser.add_argument("beds", nargs="+", help="recurring, filtered, filtered-low, addition, mixed")
     args = parser.parse_args(argv)
     print("| bed | grpo-n8 final | ada-est vs grpo-n8 at its tokens | at equal steps | at its seconds | ada-balanced vs "
           "grpo-n8 at its tokens | ada-est vs grpo at grpo's tokens | grpo-n8 vs grpo at grpo's tokens | best lr "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BEDS = ("recurring", "filtered", "addition", "mixed")
+BEDS = ("recurring", "filtered", "filtered-low", "addition", "mixed")
 T_975_4 = 2.776  # Student t, 97.5% quantile, 4 degrees of freedom (5 seeds), to the 3 decimals compare's table has
 
 
