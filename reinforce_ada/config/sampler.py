@@ -19,7 +19,11 @@ from reinforce_ada.core.exits import EXIT_RULES
 from reinforce_ada.core.selection import SELECTION_RULES
 from reinforce_ada.errors import ConfigError
 
-__all__ = ["SamplerConfig", "section"]
+__all__ = ["EST_COMPANIONS", "SamplerConfig", "section"]
+
+EST_COMPANIONS: dict[str, str] = {"exit_rule": "once", "selection": "all", "advantage": "pool"}
+"""The settings ``mode="est"`` runs with (v3 Alg. 1: every sample kept, whole-pool baseline, one call per prompt):
+strategy ``ada-est`` and :meth:`SamplerConfig.reinforce_ada_est` set them, and the check refuses others."""
 
 
 def section(cls: type, value: Any, name: str) -> Any:
@@ -268,7 +272,7 @@ class SamplerConfig:
             if self.est != EstConfig():
                 raise ConfigError(f"est.* are settings of mode='est' (strategy ada-est); got mode={self.mode!r}")
             return
-        wanted = {"selection": "all", "advantage": "pool", "exit_rule": "once", "allocation": "fixed"}
+        wanted = {**EST_COMPANIONS, "allocation": "fixed"}
         wrong = {name: getattr(self, name) for name, value in wanted.items() if getattr(self, name) != value}
         if wrong:
             raise ConfigError(f"mode='est' draws each prompt's samples in one call and trains on all of them with the "
@@ -371,7 +375,7 @@ class SamplerConfig:
         >>> SamplerConfig.reinforce_ada_est().objective_in_use
         'log'
         """
-        params: dict[str, Any] = dict(mode="est", exit_rule="once", selection="all", advantage="pool")
+        params: dict[str, Any] = dict(mode="est", **EST_COMPANIONS)
         params.update(overrides)
         return cls(**params)
 

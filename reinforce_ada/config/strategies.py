@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from typing import Any
 
-from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, SamplerConfig
+from reinforce_ada.config.sampler import BUDGET_ONLY_SETTINGS, EST_COMPANIONS, SamplerConfig
 from reinforce_ada.errors import ConfigError
 
 __all__ = ["GROUP_SIZE", "STRATEGIES", "STRATEGY_SAMPLER_SETTINGS", "check_strategy_sampler", "strategies_text",
@@ -23,7 +23,7 @@ STRATEGY_SAMPLER_SETTINGS: dict[str, dict[str, Any]] = {
     "ada-positive": dict(exit_rule="positive"),
     "ada-mixed": dict(exit_rule="mixed"),
     "ada-budget": dict(exit_rule="mixed", allocation="budget"),
-    "ada-est": dict(mode="est", exit_rule="once", selection="all", advantage="pool"),
+    "ada-est": dict(mode="est", **EST_COMPANIONS),
     "grpo": _ONE_GRPO_ROUND,
     "dapo": _ONE_GRPO_ROUND,  # each generation batch is one GRPO round (DynamicSamplingConfig.round_config)
 }
@@ -59,6 +59,7 @@ def strategies_text() -> str:
     for name, settings in STRATEGY_SAMPLER_SETTINGS.items():
         alike.setdefault(", ".join(f"{key}={value(item)}" for key, item in settings.items()), []).append(name)
     return "; ".join(f"{' and '.join(names)} ({sets})" for sets, names in alike.items())
+
 
 def given_sampler_values(sampler: SamplerConfig | dict[str, Any]) -> dict[str, Any]:
     """The fields given: a mapping as it is; for a built :class:`SamplerConfig`, the fields that differ from their
