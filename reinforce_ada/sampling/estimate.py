@@ -22,7 +22,7 @@ is evaluated). A prompt whose samples all failed to generate keeps its memory as
 score count as 0 (``on_verifier_failure="zero"``) or are left out of the pool and the memory (``"drop"``).
 
 Departures from the reference code (the upstream ``hanze`` branch, a one-round variant): none in the formulas above;
-the presets of :mod:`reinforce_ada.research.compare_strategies` reproduce that branch's settings (Beta(1, 16), decay
+the presets of :mod:`reinforce_ada.research.compare.strategies` reproduce that branch's settings (Beta(1, 16), decay
 0.9, ``1 / p_hat`` in samples, no gradient weight, at least one sample per prompt).
 """
 
@@ -44,6 +44,7 @@ from reinforce_ada.types import Prompt, PromptPool, SampledBatch
 __all__ = ["EstSampler", "est_memory"]
 
 logger = logging.getLogger(__name__)
+
 
 def est_memory(config: SamplerConfig) -> PassRateMemory:
     """Est's memory: prior Beta(``est.prior_alpha``, ``est.prior_beta``), decayed per visit by ``est.decay``, never
@@ -76,11 +77,9 @@ class EstSampler(PoolSampler):
         cfg = self.config
         budget = cfg.est.step_budget(len(prompts))
         p_hat = np.array([self.memory.pass_rate(p) for p in prompts], dtype=np.float64)  # type: ignore[union-attr]
-        if cfg.est.allocation == "variance-optimal":
-            w_sample, _ = split_weights("log", p_hat, sample_share="variance-optimal", eps=cfg.objective_eps)
-        else:
-            w_sample, _ = split_weights(cfg.objective_in_use, p_hat, sample_share=cfg.sample_share_in_use,
-                                        eps=cfg.objective_eps)
+        # est.allocation="variance-optimal" is the log objective with sample_share_in_use "variance-optimal"
+        w_sample, _ = split_weights(cfg.objective_in_use, p_hat, sample_share=cfg.sample_share_in_use,
+                                    eps=cfg.objective_eps)
         counts = allocate_samples(w_sample, budget, cfg.est.min_samples, cfg.est.max_samples)
         return counts, p_hat, budget
 

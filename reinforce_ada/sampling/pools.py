@@ -25,6 +25,7 @@ import numpy as np
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
+from reinforce_ada.core.objectives import grad_weights
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.protocols import GenerationRequest, PromptSource, Verifier
@@ -275,8 +276,6 @@ def weigh_advantages(advantages: np.ndarray, pool_mean: np.ndarray, cfg: Sampler
     mean reward clipped to [0, 1] (the pool's pass rate for 0/1 rewards; for graded rewards, the mean reward ``rbar``),
     capped at ``max_grad_weight``; and its metrics over the samples that carry signal (non-zero advantage):
     ``grad_weight_mean``, ``grad_weight_max`` and ``grad_weight_capped_fraction``."""
-    from reinforce_ada.core.objectives import grad_weights
-
     p = np.clip(pool_mean, 0.0, 1.0)  # (S,)
     uncapped = grad_weights(cfg.objective_in_use, p, sample_share=cfg.sample_share_in_use, eps=cfg.objective_eps,
                             max_grad_weight=None)
