@@ -39,6 +39,10 @@ OBJECTIVES: Registry[WeightFn] = Registry("objective")
 VARIANCE_OPTIMAL = "variance-optimal"
 """The sample share that names Appendix B's split (log objective only)."""
 
+HARD_BELOW = 0.1
+"""A prompt is *hard* while its pass rate (or its estimate) is below this: the ``budget_share_hard`` step metric and
+``simulate-multistep``'s "% on hard" column count the samples such prompts got."""
+
 
 @OBJECTIVES.register("linear")
 def linear(p: np.ndarray) -> np.ndarray:
@@ -212,7 +216,7 @@ def _spread(counts: np.ndarray, left: int, fractions: np.ndarray, w: np.ndarray,
     return counts
 
 
-def allocation_summary(counts: np.ndarray, p_hat: np.ndarray, hard_below: float = 0.1) -> dict[str, float]:
+def allocation_summary(counts: np.ndarray, p_hat: np.ndarray, hard_below: float = HARD_BELOW) -> dict[str, float]:
     """What an allocation did, as step metrics: samples per prompt (min, mean, max), their total, the estimated pass
     rates' 10th, 50th and 90th percentiles, and the share of the samples that went to prompts believed hard
     (``p_hat < hard_below``).

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.config import EstConfig, SamplerConfig
+from reinforce_ada.core.objectives import HARD_BELOW
 from reinforce_ada.errors import ConfigError, UsageError
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming
@@ -135,10 +136,6 @@ class MultistepResult:
         return out
 
 
-HARD_BELOW = 0.1
-"""A prompt is *hard* (for the ``hard_share`` column) while its pass rate is below this."""
-
-
 def default_strategies(samples_per_round: int = 8, max_rounds: int = 4, group_size: int = 4,
                        concurrency: int = 256, target: float = 0.3, skip_below: float = 0.1,
                        cap_below: float = 0.0, half_life: float = 8.0, give_up_below: float = 0.0,
@@ -208,17 +205,14 @@ def run_multistep(spec: StrategySpec, rates: DriftingPassRates, *, num_epochs: i
     steps_per_epoch = -(-num // batch_size)
     result = MultistepResult(spec.name)
     memory = PassRateMemory(**spec.memory) if spec.memory is not None else None
-    if memory is not None and seed_estimates:
-        for e in seed_estimates:
-            memory.seed(e.key, e.pass_rate, e.num_samples)
     selector = GroupSelector(spec.config)
     generator = TimedGenerator(SimulatedGenerator(seed), latency, seed)
-    round_sampler = None
-    if spec.options is None:  # the round-based sampler, or Est's one call
-        round_sampler = build_sampler(spec.config, generator, simulated_verifier)
-        if spec.config.mode == "est" and seed_estimates:
-            for e in seed_estimates:
-                round_sampler.memory.seed(e.key, e.pass_rate, e.num_samples)  # type: ignore[union-attr]
+    # the round-based sampler, or Est's one call; None: the streaming scheduler
+    round_sampler = build_sampler(spec.config, generator, simulated_verifier) if spec.options is None else None
+    seeded = round_sampler.memory if spec.config.mode == "est" else memory  # type: ignore[union-attr]
+    if seeded is not None and seed_estimates:
+        for e in seed_estimates:
+            seeded.seed(e.key, e.pass_rate, e.num_samples)
     step = 0
     for epoch, order in enumerate(orders):
         epoch_signal = epoch_prompts = epoch_samples = 0
