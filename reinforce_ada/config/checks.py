@@ -123,7 +123,6 @@ def _check_choice(field_name: str, value: Any, choices: list[str], *, callable_o
                       + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
-
 def expand_home(config: Any, names: tuple[str, ...]) -> None:
     """Each of ``names`` that is a path starting with ``~`` gets the home folder put in, as a shell would: a YAML file
     or ``--output-dir=~/run`` is read by no shell, and ``~`` would otherwise be a folder of that name."""

@@ -21,6 +21,7 @@ __all__ = ["EST_ALLOCATIONS", "EstConfig"]
 EST_ALLOCATIONS = ("objective", "variance-optimal")
 """How Est turns an estimated pass rate into a share of the budget (see :attr:`EstConfig.allocation`)."""
 
+
 @dataclass
 class EstConfig:
     """Reinforce-Ada-Est's settings (``sampler.mode="est"``; ignored by the other samplers, and refused there when
