@@ -25,10 +25,18 @@
 #               bed's report put every strategy's best lr at the grid's lowest (1e-3): the same grid one step lower
 #               too (5e-4, 1e-3, 2e-3), everything else as `filtered`. Its 1e-3 and 2e-3 runs are the filtered bed's (linked, so `filtered` must have run first);
 #               only the 5e-4 runs are trained. Reported beside `filtered`, not in place of it.
+#   recurring-40  declared 2026-12-06 04:15 UTC (issue 42; committed with this line, before any of its runs): the
+#               recurring bed (512 addition prompts drawn per seed, 32 per step, 320 steps = 20 epochs, held-out every 32
+#               steps) with ONE lr, 1e-3 -- every strategy's best in the committed recurring runs -- so nothing is
+#               selected; seeds 0-39. Strategies grpo-n8 (the baseline), ada-est, grpo (GRPO-n4) and ada-est-n4 (Est at
+#               GRPO-n4's budget: ada-est with --sampler.est.samples-per-prompt 4, everything else at Est's defaults).
+#               Reported against grpo-n8 (runs/compare/est-recurring-40/) and against grpo (...-vs-grpo/): paired 95%
+#               intervals at GRPO-n8's tokens, at GRPO-n4's tokens, at equal steps, per difficulty stratum, pass@k and
+#               entropy, whatever they show.
 #   Every bed: --num-threads 1 --parallel 2 (two runs at a time on the 2-core machine, queued across strategies).
 #
-# Usage: bash benchmarks/est_compare.sh BED [--report-only]   (BED: recurring, filtered, filtered-low, addition,
-#        mixed, make-filtered); results in runs/compare/est-BED/ (report against grpo-n8) and runs/compare/est-BED-vs-grpo/
+# Usage: bash benchmarks/est_compare.sh BED [--report-only]   (BED: recurring, recurring-40, filtered, filtered-low,
+#        addition, mixed, make-filtered); results in runs/compare/est-BED/ (report against grpo-n8) and runs/compare/est-BED-vs-grpo/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The portable CPU kernels for every bed (reinforce_ada/cpu_numerics.py): `compare` pins them itself for the built-in
@@ -38,6 +46,10 @@ bed="${1:?usage: bash benchmarks/est_compare.sh recurring|filtered|addition|mixe
 shift
 STRATEGIES=(grpo grpo-n8 ada-est ada-balanced)
 SEEDS=(0 1 2 3 4)
+if [[ "$bed" == recurring-40 ]]; then
+    STRATEGIES=(grpo-n8 ada-est grpo "ada-est-n4=ada-est --sampler.est.samples-per-prompt 4")
+    SEEDS=($(seq 0 39))
+fi
 FILTERED=benchmarks/results/est_filtered
 START_MODEL=reinforce_ada/models/start_models/arithmetic
 
@@ -61,6 +73,7 @@ EOF
         rm "$FILTERED/pool.jsonl" "$FILTERED/kept.jsonl"
         exit 0 ;;
     recurring) options=(--task arithmetic --task-train-prompts 512 --lrs 1e-3 2e-3 --max-steps 320 --eval-steps 32) ;;
+    recurring-40) options=(--task arithmetic --task-train-prompts 512 --lrs 1e-3 --max-steps 320 --eval-steps 32) ;;
     filtered) options=(--model "$START_MODEL" --data "$FILTERED/train512.jsonl" --eval-data "$FILTERED/heldout.jsonl"
                        --verifier arithmetic --max-new-tokens 8 --batch-size 32 --eval-prompts 200 --eval-samples 4
                        --use-chat-template false --lrs 1e-3 2e-3 --max-steps 320 --eval-steps 32) ;;
