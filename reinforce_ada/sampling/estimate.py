@@ -8,7 +8,7 @@ Each step, for the step's prompts ``x``:
    ``lam``; an unseen prompt has ``alpha / (alpha + beta)``);
 2. ``N_x`` proportional to the objective's sample weight ``w_sample(p_hat_x)`` -- ``1 / sqrt(p_hat_x + eps)`` under the
    log objective with ``sample_share = 1/2`` -- clipped to ``[N_min, N_max]`` and summing to ``N_total`` exactly
-   (:func:`~reinforce_ada.core.objectives.allocate_samples`: water-filling, then largest-remainder rounding);
+   (:func:`~reinforce_ada.core.allocation.allocate_samples`: water-filling, then largest-remainder rounding);
 3. all ``N_x`` samples of every prompt drawn in **one** generation call and scored;
 4. every sample trained on (``selection="all"``: no downsampling), with advantage
    ``A_i = w_grad(rbar_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
@@ -34,7 +34,8 @@ from typing import Sequence
 import numpy as np
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.core.objectives import allocate_samples, allocation_summary, split_weights
+from reinforce_ada.core.allocation import allocate_samples, allocation_summary
+from reinforce_ada.core.objectives import split_weights
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import PoolSampler, remember_pools, score_into_pools, select_and_build
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
