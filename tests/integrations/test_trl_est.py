@@ -227,3 +227,41 @@ def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
 def test_bad_est_config_is_refused_by_name(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         est_args(tmp_path, **overrides)
+
+
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+
+
+def test_every_loss_type_is_blind_to_the_grouping(tmp_path):
+    """Unequal groups reach TRL's loss only through each row's advantage: for every loss type the installed TRL has,
+    the loss on a step of 11 + 5 rows is the same whatever the rows' order (no loss reshapes rows into
+    num_generations-blocks), and it is finite and not zero. How each one normalises: docs/trl.md."""
+    from trl import GRPOConfig
+
+    class Capturing(AdaGRPOTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if model.training:
+                self.captured = inputs
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    data = Dataset.from_dict({"prompt": ["3+3=", "1+1="], "answer": ["6", "2"]})
+    trainer = Capturing(model=build_tiny_model(), reward_funcs=est_reward, args=est_args(tmp_path, max_steps=1),
+                        train_dataset=data, processing_class=build_char_tokenizer())
+    trainer.ada_est.memory.seed(prompt_key(dataset_prompt({"prompt": "3+3=", "answer": "6"})), 0.1, 16)
+    trainer.train()
+    assert trainer.state.log_history[0]["ada/est/alloc_max"] > trainer.state.log_history[0]["ada/est/alloc_min"]
+    inputs = trainer.captured
+    assert inputs["advantages"].abs().sum() > 0
+    order = torch.randperm(16, generator=torch.Generator().manual_seed(0))
+    permuted = {k: v[order] if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == 16 else v
+                for k, v in inputs.items()}
+    known = [t for t in LOSS_TYPES if f"'{t}'" in GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]]
+    assert {"grpo", "bnpo", "dr_grpo", "dapo"} <= set(known)
+    for loss_type in known:
+        trainer.loss_type = loss_type
+        trainer.importance_sampling_level = "sequence" if loss_type == "luspo" else "token"
+        with torch.no_grad():
+            loss, again = (float(trainer.compute_loss(trainer.model, x)) for x in (inputs, permuted))
+        assert math.isfinite(loss) and again == pytest.approx(loss, rel=1e-5, abs=1e-7), loss_type
+        if loss_type != "grpo":  # grpo's per-sequence means of a centred advantage cancel to ~0 on-policy
+            assert abs(loss) > 1e-4, loss_type
