@@ -170,6 +170,8 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         """Training generations whose rewards TRL took from the sampler instead of calling the reward functions."""
 
     def _check_reward_models(self) -> None:
+        if self.args.mode == "est":  # TRL scores Est's rows itself, the same number on every process
+            return
         has_model = any(isinstance(f, torch.nn.Module) for f in self.reward_funcs)
         sharded = self.is_deepspeed_enabled or self.is_fsdp_enabled
         if has_model and sharded and self.accelerator.num_processes > 1:
