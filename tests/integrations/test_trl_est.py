@@ -265,3 +265,46 @@ def test_every_loss_type_is_blind_to_the_grouping(tmp_path):
         assert math.isfinite(loss) and again == pytest.approx(loss, rel=1e-5, abs=1e-7), loss_type
         if loss_type != "grpo":  # grpo's per-sequence means of a centred advantage cancel to ~0 on-policy
             assert abs(loss) > 1e-4, loss_type
+
+
+@pytest.mark.parametrize("vllm_mode", ["colocate", "server"])
+def test_est_generates_through_trls_vllm_modes(tmp_path, monkeypatch, vllm_mode):
+    """TRL's own VLLMGeneration (only the engine or the HTTP client faked): one request per step holding the step's
+    16 rows, one completion each (n=1), whatever Est's counts."""
+    import sys as _sys
+    from pathlib import Path
+
+    from trl.generation import vllm_generation
+
+    from reinforce_ada.models.tiny import TINY_VOCAB
+
+    _sys.path.insert(0, str(Path(__file__).parent))
+    from test_trl import FakeLLM  # noqa: E402 -- the colocate engine stand-in
+    from trl_two_process import FakeVLLMClient  # the server client stand-in
+
+    tokenizer = build_char_tokenizer()
+    calls: list[tuple[int, int]] = []
+    if vllm_mode == "colocate":
+        fake = FakeLLM(len(TINY_VOCAB), tokenizer.eos_token_id)
+
+        def fake_init_vllm(self):
+            self.llm, self._llm_weights_sleeping = fake, False
+
+        monkeypatch.setattr(vllm_generation, "SamplingParams", lambda **kwargs: kwargs, raising=False)
+    else:
+        fake = FakeVLLMClient(len(TINY_VOCAB), tokenizer.eos_token_id)
+
+        def fake_init_vllm(self):
+            self.vllm_client = fake
+
+    monkeypatch.setattr(vllm_generation.VLLMGeneration, "_init_vllm", fake_init_vllm)
+    trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                                  args=est_args(tmp_path, use_vllm=True, vllm_mode=vllm_mode, max_steps=4),
+                                  train_dataset=dataset(), processing_class=tokenizer)
+    trainer.train()
+    if vllm_mode == "colocate":
+        assert fake.calls == [16] * 4
+    else:
+        assert fake.generate_calls == [{"num_prompts": 16, "n": 1}] * 4
+    assert [sum(s["counts"]) for s in trainer.steps] == [16] * 4
+    assert any(len(set(s["counts"])) > 1 for s in trainer.steps[2:])
