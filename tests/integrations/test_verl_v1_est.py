@@ -29,7 +29,11 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from reinforce_ada.config import ConfigError, EstConfig, SamplerConfig  # noqa: E402
-from reinforce_ada.integrations.verl.config import EST_CONFIG_NAME, check_verl_config, compose_trainer_config  # noqa: E402,E501
+from reinforce_ada.integrations.verl.config import (  # noqa: E402
+    EST_CONFIG_NAME,
+    check_verl_config,
+    compose_trainer_config,
+)
 
 RUNNABLE = [
     "actor_rollout_ref.model.path=/models/none",
@@ -501,3 +505,26 @@ def test_v1_est_main_ppo_runs_verls_task_runner_v1(est_trainer_config, monkeypat
     with pytest.raises(ConfigError, match="rollout.n"):
         runner_class().run(_config(est_trainer_config, **{"actor_rollout_ref.rollout.n": 4}))
     assert len(calls) == 1
+
+
+# -- the example ----------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_v1_est_example_script_composes_and_passes_the_checks():  # runs `python -m ...main_ppo --cfg job` (hydra)
+    import subprocess
+
+    examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "verl")
+    root = os.path.abspath(os.path.join(examples, "..", ".."))
+    env = {**os.environ, "MODEL_PATH": "/models/none",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    shown = subprocess.run(["bash", os.path.join(examples, "run_reinforce_ada_est.sh"), "--cfg", "job"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    cfg = OmegaConf.create(shown.stdout)
+    sampler = check_verl_config(cfg)
+    assert (sampler.mode, sampler.objective_in_use, sampler.sample_share_in_use, sampler.max_grad_weight) == (
+        "est", "log", 0.5, 8.0)
+    assert (sampler.est.samples_per_prompt, sampler.est.min_samples, sampler.est.max_samples) == (8, 2, 32)
+    assert cfg.trainer.use_v1 is True and cfg.actor_rollout_ref.rollout.n == 8
+    assert cfg.data.train_batch_size == 512 and cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 128
+    actor = cfg.actor_rollout_ref.actor
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
