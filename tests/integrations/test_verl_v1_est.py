@@ -112,6 +112,7 @@ def test_v1_est_overrides_reach_est_and_the_objective_family(est_trainer_config)
     ("algorithm.reinforce_ada.est.budget", 32, "est.budget is not taken"),
     ("algorithm.reinforce_ada.est.decay", 0.0, "est.decay"),
     ("algorithm.reinforce_ada.est.max_samples", 1, "est.max_samples"),
+    ("algorithm.reinforce_ada.est.max_samples", 4, "samples_per_prompt 8 .* is above .*est.max_samples=4"),
     ("algorithm.reinforce_ada.objective", "cubic", "objective"),
     ("algorithm.reinforce_ada.samples_per_round", 8, "samples_per_round is not taken with mode=est"),
     ("algorithm.reinforce_ada.mode", "rounds", "mode='rounds'"),

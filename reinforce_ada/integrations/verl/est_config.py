@@ -132,6 +132,10 @@ def check_est_config(config: Any) -> SamplerConfig:
                           "group never reaches the estimator, so the memory would never learn that its prompt is "
                           "solved or hopeless (Est spends few samples there instead of filtering)")
     sampler = est_sampler_config(_get(config, "algorithm", {}))
+    try:
+        sampler.est.step_budget(1)  # samples_per_prompt within [min_samples, max_samples]: any batch can be spent
+    except ConfigError as err:
+        raise ConfigError(f"algorithm.{ESTIMATOR_NAME}: {err}") from None
     rollout_n = _get(config, "actor_rollout_ref.rollout.n")
     if rollout_n is None or int(rollout_n) != sampler.est.samples_per_prompt:
         raise ConfigError(f"actor_rollout_ref.rollout.n={rollout_n} differs from algorithm.{ESTIMATOR_NAME}.est."
