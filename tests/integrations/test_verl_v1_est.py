@@ -310,6 +310,53 @@ def test_v1_est_advantage_is_the_weighted_centred_reward_by_uid_and_padding_rows
     assert not manager.est.pending
 
 
+def test_v1_est_through_verls_ppo_trainer_compute_advantage(est_trainer_config, tmp_path, verl_dispatch, monkeypatch):
+    """verl's own ``PPOTrainer._compute_advantage``: it reads its fixed fields (uid, response_mask, rm_scores, ...)
+    from TransferQueue -- here a TensorDict built by verl's ``list_of_dict_to_tensordict`` as the agent loop stores
+    rows, responses of different lengths -- and writes the advantages back nested; those fields are all Est needs."""
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import trainer_base
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    cfg = _config(est_trainer_config, tmp_path)
+    manager = _manager(cfg)
+    batch = _batch(list("ab"), step=1)
+    manager.generate_sequences(batch)
+    rng = np.random.default_rng(0)
+    rows, keys, rewards, lengths = [], [], {}, []
+    for uid in batch["uid"]:
+        for j in range(manager.est.pending[uid].num_samples):
+            length, reward = int(rng.integers(2, 6)), float(rng.random() < 0.5)
+            scores = torch.zeros(length)
+            scores[-1] = reward
+            rows.append({"uid": uid, "response_mask": torch.ones(length, dtype=torch.int64), "rm_scores": scores})
+            keys.append(f"{uid}_{j}_0")
+            rewards.setdefault(uid, []).append(reward)
+            lengths.append(length)
+    stored, written = list_of_dict_to_tensordict(rows), {}
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        return stored.select(*[f for f in select_fields if f in stored.keys()])
+
+    def kv_batch_put(keys, partition_id, fields):
+        written.update(fields=fields)
+        return KVBatchMeta(partition_id=partition_id, keys=keys, tags=[{}] * len(keys))
+
+    monkeypatch.setattr(trainer_base.tq, "kv_batch_get", kv_batch_get)
+    monkeypatch.setattr(trainer_base.tq, "kv_batch_put", kv_batch_put)
+    trainer = type("Trainer", (), {"config": cfg})()
+    trainer_base.PPOTrainer._compute_advantage(trainer, KVBatchMeta(partition_id="train", keys=keys,
+                                                                    tags=[{}] * len(keys)), {})
+    advantages = written["fields"]["advantages"].unbind()  # nested: one response length per row
+    assert [len(a) for a in advantages] == lengths
+    expected = []
+    for uid in batch["uid"]:
+        rbar = np.mean(rewards[uid])
+        expected += [min(1 / np.sqrt(rbar + 1e-6), 8.0) * (r - rbar) for r in rewards[uid]]
+    np.testing.assert_allclose([a[0].item() for a in advantages], expected, rtol=1e-6, atol=1e-7)
+    assert len(manager.est.memory) == 2 and not manager.est.pending
+
+
 def test_v1_est_rows_it_did_not_allocate_or_several_outputs_per_session_are_errors(est_trainer_config, tmp_path,
                                                                                    verl_dispatch):
     cfg = _config(est_trainer_config, tmp_path)
