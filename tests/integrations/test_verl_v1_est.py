@@ -457,17 +457,32 @@ def test_v1_est_gives_the_standalone_est_samplers_counts_advantages_and_memory(e
 
 
 # -- checkpoint and resume ------------------------------------------------------------------------------------------
-def _save_like_verl(manager, root, step):
-    """What ``PPOTrainer._save_checkpoint`` does around the callback: the step folder, the tracker, ``on_save``."""
-    from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
-    from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
+class _Workers:
+    """The actor worker group and dataloader of verl's trainer, as far as its checkpoint code touches them."""
 
-    folder = os.path.join(root, f"global_step_{step}")
-    os.makedirs(folder, exist_ok=True)
-    with open(get_checkpoint_tracker_filename(root), "w") as tracker:
-        tracker.write(str(step))
-    build_checkpoint_callback(manager.config).on_save(trainer=None, global_step=step, checkpoint_dir=folder)
-    return folder
+    def save_checkpoint(self, *args, **kwargs):
+        pass
+
+    def load_checkpoint(self, *args, **kwargs):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def _verl_trainer(config, step=0):
+    """A stand-in ``PPOTrainer`` for verl's own ``_save_checkpoint`` / ``_load_checkpoint``: the config, the checkpoint
+    callback verl builds from it (``trainer.checkpoint_callback_class``), stub worker groups."""
+    from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
+
+    trainer = type("Trainer", (), {})()
+    trainer.config, trainer.global_steps, trainer.trainer_mode, trainer.use_critic = config, step, "sync", False
+    trainer.actor_rollout_wg = trainer.train_dataloader = _Workers()
+    trainer.checkpoint_callback = build_checkpoint_callback(config)
+    return trainer
 
 
 @pytest.mark.parametrize("resume_mode", ["auto", "resume_path"])
@@ -478,14 +493,21 @@ def test_v1_est_memory_is_saved_with_verls_checkpoint_and_a_resumed_run_allocate
     script, cursor = _script(1), dict.fromkeys(PROMPTS, 0)
     for step in range(1, 4):
         _verl_step(uninterrupted, cfg, step, script, cursor)
-    folder = _save_like_verl(uninterrupted, str(tmp_path / "run"), 3)
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    PPOTrainer._save_checkpoint(_verl_trainer(cfg, step=3))  # verl's save: actor, data.pt, tracker, then the callback
+    folder = os.path.join(str(tmp_path / "run"), "global_step_3")
     saved = json.load(open(os.path.join(folder, "reinforce_ada_est.json")))
     assert saved["memory"] == json.loads(json.dumps(uninterrupted.est.memory.state_dict()))
 
     updates = {"trainer.resume_mode": resume_mode}
     if resume_mode == "resume_path":
         updates["trainer.resume_from_path"] = folder
-    resumed = _manager(_config(cfg, **updates))  # verl builds the manager after its trainer loaded the checkpoint
+    resumed_config = _config(cfg, **updates)
+    trainer = _verl_trainer(resumed_config)
+    PPOTrainer._load_checkpoint(trainer)  # verl's resume decision ...
+    assert trainer.global_steps == 3
+    resumed = _manager(resumed_config)  # ... then verl builds the manager, which reads the memory from the same folder
     assert resumed.est.memory.state_dict() == uninterrupted.est.memory.state_dict()
     resumed_cursor = dict(cursor)
     for step in range(4, 6):
@@ -498,12 +520,12 @@ def test_v1_est_memory_is_saved_with_verls_checkpoint_and_a_resumed_run_allocate
 
 def test_v1_est_resuming_from_a_checkpoint_without_the_memory_is_an_error_and_disable_starts_afresh(
         est_trainer_config, tmp_path, verl_dispatch):
-    from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    os.makedirs(tmp_path / "global_step_2")
-    with open(get_checkpoint_tracker_filename(str(tmp_path)), "w") as tracker:
-        tracker.write("2")
     cfg = _config(est_trainer_config, tmp_path)
+    # a checkpoint verl saved without Est's callback (e.g. a GRPO run)
+    PPOTrainer._save_checkpoint(_verl_trainer(_config(cfg, **{"trainer.checkpoint_callback_class": None}), step=2))
+    assert os.path.exists(tmp_path / "global_step_2" / "data.pt")
     with pytest.raises(FileNotFoundError, match="holds no reinforce_ada_est.json"):
         _manager(cfg)
     fresh = _manager(_config(cfg, **{"trainer.resume_mode": "disable"}))
