@@ -598,3 +598,46 @@ def test_v1_est_example_script_composes_and_passes_the_checks():  # runs `python
     assert cfg.data.train_batch_size == 512 and cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 128
     actor = cfg.actor_rollout_ref.actor
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
+
+
+def _gpu_check_module():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "verl", "gpu_check.py")
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_v1_est_gpu_check_dry_run_builds_a_valid_v1_est_run(tmp_path):
+    import subprocess
+    import sys
+
+    examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "verl")
+    root = os.path.abspath(os.path.join(examples, "..", ".."))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, os.path.join(examples, "gpu_check.py"), "--est", "--dry-run", "--workdir",
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "DRY RUN OK" in done.stderr and '"mode": "est"' in done.stderr
+
+
+def test_v1_est_gpu_check_reads_the_est_records(tmp_path):
+    gpu_check = _gpu_check_module()
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "global_step_2").mkdir(parents=True)
+    total = gpu_check.N * gpu_check.NUM_PROMPTS
+    events = [{"event": event, "step": step, "reinforce_ada_est/alloc_total": total}
+              for step in (1, 2) for event in ("allocate", "advantage")]
+    (checkpoints / "reinforce_ada_est_metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events))
+    (checkpoints / "global_step_2" / "reinforce_ada_est.json").write_text("{}")
+    assert gpu_check.check_est_run(tmp_path) == []
+    (checkpoints / "global_step_2" / "reinforce_ada_est.json").unlink()
+    events[2]["reinforce_ada_est/alloc_total"] = total - 1
+    (checkpoints / "reinforce_ada_est_metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events[:3]))
+    problems = gpu_check.check_est_run(tmp_path)
+    assert problems == [f"step 2 did not allocate {gpu_check.N} x {gpu_check.NUM_PROMPTS} samples",
+                        "no Est advantage (memory update) for step 2",
+                        f"{checkpoints / 'global_step_2' / 'reinforce_ada_est.json'} was not written"]
