@@ -66,15 +66,15 @@ def test_trl_builds_the_sampler_config_from_its_fields(tmp_path):
 
 
 def test_verl_refuses_est_and_the_objective_by_name():
-    """Est trains on a different number of samples per prompt and verl on exactly rollout.n rows: refused with the
-    reason and what to use instead; so is every other excluded key (not an 'unknown key')."""
+    """The round-based sampler's block (legacy trainer) refuses Est's keys with where they run instead (Est on the v1
+    trainer, tests/integrations/test_verl_v1_est.py); so is every other excluded key (not an 'unknown key')."""
     pytest.importorskip("verl")
     from reinforce_ada.config import ConfigError
     from reinforce_ada.integrations.verl.config import sampler_settings
 
-    with pytest.raises(ConfigError, match=r"reinforce_ada\.mode is not taken .*--strategy ada-est"):
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.mode is not taken .*reinforce_ada_est and trainer\.use_v1"):
         sampler_settings({"reinforce_ada": {"mode": "est"}})
-    with pytest.raises(ConfigError, match=r"reinforce_ada\.objective is not taken .*standalone trainer"):
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.objective is not taken .*Est on the v1 trainer"):
         sampler_settings({"reinforce_ada": {"objective": "log"}})
     with pytest.raises(ConfigError, match=r"reinforce_ada\.est is not taken"):
         sampler_settings({"reinforce_ada": {"est": {"decay": 0.5}}})
