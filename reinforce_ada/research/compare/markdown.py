@@ -87,7 +87,7 @@ def _verdict(report: dict[str, Any]) -> list[str]:
                 lines.append(f"  {extra}")
     lines += ["", f"Seeds needed (the power rule): if the true difference and spread were those observed, a paired "
                   f"t-test at 5% would detect it with 80% power at about the smallest n with "
-                  f"(t_0.975,n-1 + {Z80}) · sd / √n <= |mean difference|; a planning figure from few seeds, growing "
+                  f"(t_0.975,n-1 + {Z80:.4f}) · sd / √n <= |mean difference|; a planning figure from few seeds, growing "
                   f"with (sd / difference)² (past {MAX_SEEDS} seeds it says so)."]
     if any(e["best_lr_at_edge"] for e in report["strategies"].values()):
         edges = ", ".join(f"{s} ({e['best_lr_at_edge']})" for s, e in report["strategies"].items()

@@ -9,7 +9,8 @@ seed gives no interval).
 
 **The power rule** (:func:`seeds_needed`): if the true difference and spread were those observed, a paired t-test at
 5% (two-sided) detects the difference with 80% power at about the smallest n with
-(t_{0.975, n-1} + z_{0.80}) s / √n <= |m|, z_{0.80} = 0.8416 (the normal approximation to the noncentral t). It is a
+(t_{0.975, n-1} + z_{0.80}) s / √n <= |m|, z_{0.80} = 0.8416 (the normal approximation to the noncentral t;
+t_{0.975, n-1} exact at every n, :func:`~reinforce_ada.research.compare.stats.t975`). It is a
 planning figure, not a promise: m and s are themselves estimates from few seeds, and the n needed grows as the square
 of s/|m|. No number of seeds resolves an observed difference of exactly 0.
 """
@@ -17,6 +18,7 @@ of s/|m|. No number of seeds resolves an observed difference of exactly 0.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,8 +27,8 @@ from reinforce_ada.research.compare.stats import t975, t_interval
 
 __all__ = ["AXES_IN_WORDS", "MAX_SEEDS", "Z80", "call", "seeds_needed"]
 
-Z80 = 0.8416
-"""The 80% quantile of the standard normal: the power term of :func:`seeds_needed`."""
+Z80 = NormalDist().inv_cdf(0.80)
+"""The 80% quantile of the standard normal (0.8416): the power term of :func:`seeds_needed`."""
 MAX_SEEDS = 1000
 """Past this many seeds :func:`seeds_needed` stops looking (the difference is negligible against the spread)."""
 AXES_IN_WORDS = {"at_tokens": "at equal tokens", "at_steps": "at equal steps", "at_seconds": "at equal seconds"}
@@ -38,7 +40,7 @@ def seeds_needed(mean: float, sd: float) -> int | None:
     when no n up to :data:`MAX_SEEDS` does (a mean of 0 never does).
 
     >>> seeds_needed(0.05, 0.05), seeds_needed(0.01, 0.05), seeds_needed(0.0, 0.05)
-    (10, 197, None)
+    (10, 198, None)
     """
     if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0:
         return None
