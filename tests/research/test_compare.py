@@ -95,8 +95,13 @@ def test_a_small_grid_end_to_end_and_its_report_matches_the_run_folders(tmp_path
         assert ada["paired"][key] == pytest.approx(values, abs=1e-6), key
         mean, half = t_interval(values)
         assert ada["paired_mean_ci95"][key] == pytest.approx([mean, half], abs=1e-6), key
-    assert ada["tokens_ratio"] == pytest.approx(np.mean([m[-1][1] for m in mine]) / tokens_budget)
-    assert ada["tokens_ratio"] > 1  # Ada-balanced draws more than GRPO's 4 samples per prompt
+    per_seed = [m[-1][1] / b[-1][1] for m, b in zip(mine, base)]  # its tokens over the same seed's grpo run
+    tokens = ada["cost_ratios"]["tokens"]
+    assert tokens["per_seed"] == pytest.approx(per_seed)
+    mean_log, half_log = t_interval(np.log(per_seed))
+    assert [tokens["geomean"], tokens["low"], tokens["high"]] == pytest.approx(
+        [math.exp(mean_log), math.exp(mean_log - half_log), math.exp(mean_log + half_log)])
+    assert tokens["geomean"] > 1  # Ada-balanced draws more than GRPO's 4 samples per prompt
     # the per-step time split comes from the runs' metrics, and its parts add up to the step
     split = ada["seconds_per_step"]
     assert split["generation"] + split["scoring"] + split["update"] + split["sync"] == pytest.approx(split["step"])
@@ -207,7 +212,9 @@ def test_report_rules_by_hand():
     assert fast["per_lr"]["1.0"]["short_of_seconds"] == 0 and fast["per_lr"]["2.0"]["short_of_seconds"] == 2
     # GRPO's mean final 0.4 is reached at step 4 by the fast strategy's mean curve, at 8 by GRPO's own
     assert fast["steps_to_baseline_final"]["ratio"] == pytest.approx(0.5)
-    assert fast["tokens_ratio"] == 1.0 and fast["seconds_ratio"] == 3.0
+    assert fast["cost_ratios"]["tokens"]["per_seed"] == [1.0, 1.0]
+    assert fast["cost_ratios"]["seconds"]["per_seed"] == [3.0, 3.0]
+    assert fast["cost_ratios"]["seconds"]["geomean"] == pytest.approx(3.0)
     assert math.isnan(report["strategies"]["grpo"]["zero_variance"])
 
 

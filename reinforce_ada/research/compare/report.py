@@ -22,6 +22,8 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
   ``short_of_tokens`` / ``short_of_seconds``).
 * **verdict**: per budget, *ahead* / *behind* / *inconclusive* by the paired differences' 95% interval, and the seeds
   an inconclusive difference would need (:mod:`.verdict`).
+* **cost ratios**: per seed both finished, the strategy's total generated tokens and total step seconds over the
+  baseline's; their geometric mean and its 95% interval (the Student-t interval of the log ratios, exponentiated).
 * **steps to the baseline's final accuracy**: the first step at which the strategy's mean curve reaches the
   baseline's mean final accuracy, as a ratio of the baseline's own, with a paired bootstrap 95% interval over seeds
   (2000 resamples). A ratio and its interval never contradict each other: when the point is not defined (the mean
@@ -37,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.research.compare.breakdown import breakdown
-from reinforce_ada.research.compare.stats import interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.stats import interpolate, ratio_interval, steps_ratio, t_interval
 from reinforce_ada.research.compare.verdict import AXES_IN_WORDS, call
 
 __all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "jsonable"]
 
 BEST_LR_RULES = ("tokens", "seconds", "final")
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 STEP, TOKENS, SECONDS, ACCURACY = range(4)  # the columns of a history row
 AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
 
@@ -124,10 +126,9 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
         if paired:
             entry["steps_to_baseline_final"] = _with_reason(steps_ratio([_curve(h) for h in mine],
                                                                         [_curve(h) for h in theirs]))
-        entry["tokens_ratio"] = _mean([h[-1][TOKENS] for h in mine]) / _mean([h[-1][TOKENS] for h in theirs]) \
-            if paired else math.nan
-        entry["seconds_ratio"] = _mean([h[-1][SECONDS] for h in mine]) / _mean([h[-1][SECONDS] for h in theirs]) \
-            if paired else math.nan
+        entry["cost_ratios"] = {
+            axis: ratio_interval([m[-1][column] for m in mine], [t[-1][column] for t in theirs])
+            for axis, column in (("tokens", TOKENS), ("seconds", SECONDS))}
         timings = [r["timing"] for r in chosen.values()]
         entry["seconds_per_step"] = {part: _mean([t[part] for t in timings if t.get(part) is not None])
                                      for part in ("step", "generation", "scoring", "update", "sync")}

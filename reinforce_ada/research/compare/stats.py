@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["first_crossing", "fmt", "incomplete_beta", "interpolate", "mean_curve", "steps_ratio", "t975", "t_cdf",
-           "t_interval", "t_pdf", "t_quantile"]
+__all__ = ["first_crossing", "fmt", "incomplete_beta", "interpolate", "mean_curve", "ratio_interval", "steps_ratio",
+           "t975", "t_cdf", "t_interval", "t_pdf", "t_quantile"]
 
 def t_interval(values: Sequence[float]) -> tuple[float, float]:
     """(mean, half-width of the two-sided 95% Student-t interval); half-width nan for fewer than two values.
@@ -141,6 +141,25 @@ def incomplete_beta(a: float, b: float, x: float) -> float:
         if abs(c * d - 1.0) < 1e-15:
             break
     return math.exp(log_front) * fraction / a
+
+
+def ratio_interval(values: Sequence[float], baseline: Sequence[float]) -> dict:
+    """Per-pair ratios ``values[i] / baseline[i]`` (e.g. a strategy's seconds over the baseline's, seed by seed),
+    their geometric mean and its 95% interval: the t-interval of the log ratios, exponentiated. Returns ``per_seed``,
+    ``geomean``, ``low``, ``high`` (nan where not defined: no pair, or one pair for the interval; a pair with a
+    value <= 0 has no log and leaves the result undefined).
+
+    >>> r = ratio_interval([2.0, 4.0], [1.0, 1.0])  # log ratios log 2 and log 4: mean log(2 sqrt 2)
+    >>> round(r["geomean"], 4), round(r["low"], 3), round(r["high"], 2)  # exp(1.5 log 2 ± 12.706 (log 2) / 2)
+    (2.8284, 0.035, 231.22)
+    """
+    ratios = [v / b if b > 0 else math.nan for v, b in zip(values, baseline)]
+    out = {"per_seed": ratios, "geomean": math.nan, "low": math.nan, "high": math.nan}
+    if not ratios or any(not (r > 0) for r in ratios):
+        return out
+    mean, half = t_interval([math.log(r) for r in ratios])
+    out.update(geomean=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half))
+    return out
 
 
 def fmt(values: Sequence[float], digits: int = 3, scale: float = 1.0) -> str:
