@@ -1,7 +1,8 @@
 """``report.md``: the report of ``reinforce-ada compare`` (:func:`~reinforce_ada.research.compare.report.analyse`'s
 dict) in words and tables, the verdict first.
 
-1. **Verdict**: each strategy at equal tokens, steps and seconds -- *ahead*, *behind* or *no resolved difference*
+1. **Verdict**: which held-out prompts chose the lrs and which judged (a winner that changes between them is
+   flagged); each strategy at equal tokens, steps and seconds -- *ahead*, *behind* or *no resolved difference*
    with the range of its interval and, when unresolved, the seeds that would resolve it (:mod:`.verdict`, whose rule
    the report states); then where it lands by difficulty stratum (when the runs have strata), pass@k, entropy and its
    cost in tokens and seconds, each with its interval.
@@ -80,6 +81,7 @@ def _verdict(report: dict[str, Any]) -> list[str]:
              f"*ahead* or *behind* when the 95% t-interval of the paired accuracy differences lies above or below 0, "
              f"*no resolved difference* when it holds 0 (the range in brackets is the interval: a difference inside it "
              f"was not shown, and neither was equality).", ""]
+    lines += [_selection_words(report), ""]
     if not others:
         return lines + [f"Only {base} finished: nothing to compare."]
     for strategy, entry in others.items():
@@ -98,6 +100,28 @@ def _verdict(report: dict[str, Any]) -> list[str]:
                       + (" (a one-lr grid says nothing about the lr)" if len(report["lrs"]) == 1 else "")
                       + ", so each verdict holds for this grid only."]
     return lines
+
+
+def _selection_words(report: dict[str, Any]) -> str:
+    """Which held-out prompts chose the lrs and which judged them, and any winner that differs between the two."""
+    selection = report.get("selection") or {"rule": "same", "winner_changed": []}
+    if len(report["lrs"]) == 1:
+        return "One lr: nothing was chosen, and every held-out prompt judges."
+    if selection["rule"] == "same":
+        return ("The lrs were chosen on the same held-out prompts and seeds that every number here measures "
+                "(`--lr-selection same`): the chosen lr's luck on those prompts is in the report, and where lrs nearly "
+                "tie it can move a difference by as much as its size.")
+    sizes = selection["num_prompts"]
+    text = (f"The lrs were chosen on one half of each seed's held-out prompts ({sizes['selection']:g} per seed, fixed "
+            f"by the seed) and every number here is measured on the other half ({sizes['report']:g} per seed), "
+            f"`--lr-selection split`.")
+    changed = selection["winner_changed"]
+    if not changed:
+        return text + " On the report half the same rule picks the same lrs."
+    entries = report["strategies"]
+    return text + " **The winner changes between the halves** for " + ", ".join(
+        f"{s} (chosen {entries[s]['best_lr']:g}; the report half would pick {entries[s]['best_lr_on_report_prompts']:g})"
+        for s in changed if s in entries) + ": the choice is close, and the verdict holds for the lr chosen."
 
 
 def _where(entry: dict[str, Any], base: str) -> str:
