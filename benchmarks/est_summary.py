@@ -6,9 +6,10 @@
     python benchmarks/est_summary.py --table cost recurring filtered filtered-low addition mixed   # cost, entropy
     python benchmarks/est_summary.py --table forty recurring-40      # the 40-seed bed: every interval it reports
 
-Every figure is recomputed from the per-seed values the reports carry (each run's held-out history and further
-evaluations) by the package's current ``compare`` statistics (:func:`reinforce_ada.research.compare.report.analyse`,
-with the exact Student-t quantile), so a report written by an earlier version is summarised by today's rules: a cell
+A report written by an earlier version is recomputed from the per-seed values it carries (each run's held-out
+history and further evaluations) by the package's current ``compare`` statistics
+(:func:`reinforce_ada.research.compare.report.analyse`, with the exact Student-t quantile), so every report is
+summarised by today's rules: a cell
 is a paired difference by seed, mean ± 95% t-interval half-width, each strategy at its own best lr. ``--reports N8
 N4`` reads the two report.json files of a comparison folder instead (e.g. an unfinished run's, viewed elsewhere).
 
@@ -27,7 +28,7 @@ import math
 from pathlib import Path
 
 from reinforce_ada.research.compare.breakdown import value_at
-from reinforce_ada.research.compare.report import analyse
+from reinforce_ada.research.compare.report import REPORT_FORMAT, analyse
 from reinforce_ada.research.compare.stats import t_interval
 from reinforce_ada.research.compare.verdict import call, interval_words
 
@@ -38,8 +39,11 @@ EASY = ("easy",)
 
 
 def reanalyse(report: dict) -> dict:
-    """The report recomputed from its own runs by today's ``analyse`` (the runs' timings are not in report.json, so
-    the seconds-per-step split is not recomputed: nothing here reads it)."""
+    """A report written before today's statistics (format < 3) recomputed from its own runs by today's ``analyse``
+    (the runs' timings are not in report.json, so the seconds-per-step split is not recomputed: nothing here reads
+    it); a current one as it is."""
+    if report["format"] >= REPORT_FORMAT:
+        return report
     runs = {(r["strategy"], r["lr"], r["seed"]): {"history": r["history"], "evals": r["evals"], "strata": r["strata"],
                                                   "dynamics": r["dynamics"], "timing": {}, "zero_variance": None}
             for r in report["runs"]}
@@ -53,13 +57,24 @@ def load(bed: str) -> tuple[dict, dict]:
                  for tail in ("", "_vs_grpo"))
 
 
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
 def ci(pair) -> str:
-    mean, half = pair
-    return f"{mean:+.3f} ± {half:.3f}"
+    """``mean ± half-width``; the mean alone without an interval (one seed), ``-`` without a mean."""
+    mean, half = map(_number, pair)
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} ± {half:.3f}"
 
 
 def ratio(r: dict) -> str:
-    return f"{r['geomean']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
+    """``geomean [low, high]`` (the point alone without an interval)."""
+    geomean, low, high = (_number(r[k]) for k in ("geomean", "low", "high"))
+    if math.isnan(geomean):
+        return "-"
+    return f"{geomean:.2f}" if math.isnan(low) else f"{geomean:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def accuracy_row(bed: str, vs_n8: dict, vs_n4: dict) -> str:
@@ -164,8 +179,9 @@ def forty_table(vs_n8: dict, vs_n4: dict) -> list[str]:
         gap = result["gap"]
         words = "no resolved difference" if gap["call"] == "inconclusive" else \
             ("larger on hard prompts" if gap["call"] == "ahead" else "larger on easy prompts")
-        interval = "-" if gap["mean"] is None else f"{ci((gap['mean'], gap['half_width']))} " \
-                                                   f"({interval_words(gap['mean'], gap['half_width'])})"
+        interval = ci((gap["mean"], gap["half_width"]))
+        if gap["half_width"] is not None:
+            interval += f" ({interval_words(gap['mean'], gap['half_width'])})"
         lines.append(f"| {label} | {result['seeds']} | {ci(result['hard'])} | {ci(result['easy'])} | {interval} | "
                      f"{words} |")
     return lines
