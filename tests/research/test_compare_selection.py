@@ -73,7 +73,10 @@ def test_lrs_chosen_on_one_half_and_judged_on_the_other():
     ada = report["strategies"]["ada"]
     assert ada["best_lr"] == 1.0 and ada["best_lr_on_report_prompts"] == 2.0
     assert report["selection"] == {"rule": "split", "num_prompts": {"selection": 3.0, "report": 3.0},
-                                   "winner_changed": ["ada"]}
+                                   "winner_changed": ["ada"],
+                                   "prompts": {str(seed): dict(zip(("selection", "report"),
+                                                                   map(sorted, split_keys(seed, KEYS))))
+                                               for seed in (0, 1, 2)}}
     # judged on the report half: ada at lr 1 has 1 of 4 correct there, grpo at lr 1 has 2 of 4
     assert ada["paired"]["at_steps"] == pytest.approx([0.25 - 0.5] * 3)
     assert ada["verdict"]["at_steps"]["call"] == "behind"

@@ -114,7 +114,7 @@ def _selection_words(report: dict[str, Any]) -> str:
     sizes = selection["num_prompts"]
     text = (f"The lrs were chosen on one half of each seed's held-out prompts ({sizes['selection']:g} per seed, fixed "
             f"by the seed) and every number here is measured on the other half ({sizes['report']:g} per seed), "
-            f"`--lr-selection split`.")
+            f"`--lr-selection split`; report.json's `selection.prompts` lists each half by prompt content hash.")
     changed = selection["winner_changed"]
     if not changed:
         return text + " On the report half the same rule picks the same lrs."

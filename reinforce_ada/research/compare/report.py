@@ -95,10 +95,11 @@ def choose_lrs(by: dict[str, dict], baseline: str, best_lr_rule: str) -> tuple[d
     return best, budgets
 
 
-def split_runs(runs: dict[tuple[str, float, int], dict]) -> tuple[dict, dict, dict[str, float]]:
-    """``(runs on the selection prompts, runs on the report prompts, mean prompts per seed in each)``: every run
-    restricted to its seed's halves (:mod:`.selection`); ValueError names a run that logged no per-prompt results."""
-    chooser, judged, sizes = {}, {}, {"selection": [], "report": []}
+def split_runs(runs: dict[tuple[str, float, int], dict]) -> tuple[dict, dict, dict[str, float], dict[str, dict]]:
+    """``(runs on the selection prompts, runs on the report prompts, mean prompts per seed in each, the halves by
+    seed)``: every run restricted to its seed's halves (:mod:`.selection`; ``{"<seed>": {"selection": [prompt key,
+    ...], "report": [...]}}``); ValueError names a run that logged no per-prompt results."""
+    chooser, judged, sizes, halves = {}, {}, {"selection": [], "report": []}, {}
     for key, run in runs.items():
         if not run.get("per_prompt"):
             strategy, lr, seed = key
@@ -109,7 +110,8 @@ def split_runs(runs: dict[tuple[str, float, int], dict]) -> tuple[dict, dict, di
         chooser[key], judged[key] = restrict(run, selection), restrict(run, report)
         sizes["selection"].append(len(selection))
         sizes["report"].append(len(report))
-    return chooser, judged, {part: _mean(values) for part, values in sizes.items()}
+        halves[str(key[2])] = {"selection": sorted(selection), "report": sorted(report)}
+    return chooser, judged, {part: _mean(values) for part, values in sizes.items()}, dict(sorted(halves.items()))
 
 
 def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs: list[float], baseline: str,
@@ -128,10 +130,10 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
     if not any(strategy == baseline for strategy, _, _ in runs):
         raise ValueError(f"no finished run of the baseline {baseline}: nothing to compare against")
     if selection == "split":
-        chooser, judged, sizes = split_runs(runs)
+        chooser, judged, sizes, halves = split_runs(runs)
     else:
         chooser = judged = runs
-        sizes = {"selection": None, "report": None}
+        sizes, halves = {"selection": None, "report": None}, None
     best_lrs, budgets = choose_lrs(_by_strategy(chooser, strategies), baseline, best_lr_rule)
     by = _by_strategy(judged, strategies)
     on_report = choose_lrs(by, baseline, best_lr_rule)[0] if selection == "split" else best_lrs
@@ -139,7 +141,7 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
     base = by[baseline][base_lr]
     report: dict[str, Any] = {"format": REPORT_FORMAT, "baseline": baseline, "best_lr_rule": best_lr_rule,
                               "lrs": sorted(lrs), "seeds": sorted(base), "budgets": budgets,
-                              "selection": {"rule": selection, "num_prompts": sizes,
+                              "selection": {"rule": selection, "num_prompts": sizes, "prompts": halves,
                                             "winner_changed": sorted(s for s in best_lrs
                                                                      if on_report[s] != best_lrs[s])},
                               "strategies": {}}
