@@ -64,9 +64,10 @@ def restrict(run: dict[str, Any], keep: set[str]) -> dict[str, Any]:
         if strata is not None:
             for name, value in stratum_metrics([strata[i] for i in mine], kept).items():
                 evals.setdefault(name, [None] * len(run["history"]))[row_index] = value
-            for name in evals:  # a stratum with no prompt in this half has no accuracy
-                if name.startswith("eval/accuracy/") and f"eval/num_prompts/{name[14:]}" in evals \
-                        and not evals[f"eval/num_prompts/{name[14:]}"][row_index]:
+            # a stratum with no prompt in this half has no accuracy (not the whole set's)
+            for name in [n for n in evals if n.startswith("eval/accuracy/")]:
+                count = evals.get(f"eval/num_prompts/{name.removeprefix('eval/accuracy/')}")
+                if count is not None and not count[row_index]:
                     evals[name][row_index] = None
         logged = [k for k in ks if evals[f"eval/pass@{k}"][row_index] is not None]
         for k, value in pass_at_k_curve(kept, logged).items() if logged and kept else ():
