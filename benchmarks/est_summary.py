@@ -93,8 +93,8 @@ def accuracy_row(bed: str, vs_n8: dict, vs_n4: dict) -> str:
 
 
 def accuracy_table(beds: list[str]) -> list[str]:
-    lines = ["| bed | grpo-n8 final | ada-est vs grpo-n8 at its tokens | seeds that would resolve it | at equal steps | "
-             "at its seconds | ada-balanced vs grpo-n8 at its tokens | ada-est vs grpo at grpo's tokens | grpo-n8 vs "
+    lines = ["| bed | grpo-n8 final | ada-est vs grpo-n8 at its tokens | seeds that would resolve it | at equal steps "
+             "| at its seconds | ada-balanced vs grpo-n8 at its tokens | ada-est vs grpo at grpo's tokens | grpo-n8 vs "
              "grpo at grpo's tokens | best lr (* grid's edge) |", "|---|---|---|---|---|---|---|---|---|---|"]
     return lines + [accuracy_row(bed, *load(bed)) for bed in beds]
 
@@ -170,8 +170,8 @@ def forty_table(vs_n8: dict, vs_n4: dict) -> list[str]:
                      f"{ci(paired['at_steps'])} | {ci(paired['at_seconds'])} | " + " | ".join(stratum_cells)
                      + f" | {pass_cells} | {entropy_cell} | {ratio(entry['cost_ratios']['tokens'])} | "
                        f"{ratio(entry['cost_ratios']['seconds'])} |")
-    lines += ["", "The paper's Table 5 claim, at the baseline's tokens: the gain on hard + extremely hard prompts minus "
-                  "the gain on easy ones, per seed (prompt-weighted accuracy over a stratum pair).", "",
+    lines += ["", "The paper's Table 5 claim, at the baseline's tokens: the gain on hard + extremely hard prompts "
+                  "minus the gain on easy ones, per seed (prompt-weighted accuracy over a stratum pair).", "",
               "| comparison | seeds | gain on hard + extremely hard | gain on easy | hard minus easy | verdict |",
               "|---|---|---|---|---|---|"]
     for label, report, name in pairs[:2]:

@@ -91,8 +91,8 @@ def _verdict(report: dict[str, Any]) -> list[str]:
                 lines.append(f"  {extra}")
     lines += ["", f"Seeds needed (the power rule): if the true difference and spread were those observed, a paired "
                   f"t-test at 5% would detect it with 80% power at about the smallest n with "
-                  f"(t_0.975,n-1 + {Z80:.4f}) · sd / √n <= |mean difference|; a planning figure from few seeds, growing "
-                  f"with (sd / difference)² (past {MAX_SEEDS} seeds it says so)."]
+                  f"(t_0.975,n-1 + {Z80:.4f}) · sd / √n <= |mean difference|; a planning figure from few seeds, "
+                  f"growing with (sd / difference)² (past {MAX_SEEDS} seeds it says so)."]
     if any(e["best_lr_at_edge"] for e in report["strategies"].values()):
         edges = ", ".join(f"{s} ({e['best_lr_at_edge']})" for s, e in report["strategies"].items()
                           if e["best_lr_at_edge"])
@@ -120,7 +120,8 @@ def _selection_words(report: dict[str, Any]) -> str:
         return text + " On the report half the same rule picks the same lrs."
     entries = report["strategies"]
     return text + " **The winner changes between the halves** for " + ", ".join(
-        f"{s} (chosen {entries[s]['best_lr']:g}; the report half would pick {entries[s]['best_lr_on_report_prompts']:g})"
+        f"{s} (chosen {entries[s]['best_lr']:g}; the report half would pick "
+        f"{entries[s]['best_lr_on_report_prompts']:g})"
         for s in changed if s in entries) + ": the choice is close, and the verdict holds for the lr chosen."
 
 
@@ -212,8 +213,8 @@ _EDGE = {"lowest": "edge: lowest", "highest": "edge: highest", "only": "edge: th
 def _paired(report: dict[str, Any], notes: Footnotes) -> list[str]:
     base = report["baseline"]
     lines = [f"| each at its best lr | vs {base} at equal steps | at {base}'s tokens | at {base}'s seconds | "
-             f"steps to {base}'s final, x [95%] | tokens x [95%] | seconds x [95%] | s/step: generation / scoring / update / "
-             f"sync |", "|---|---|---|---|---|---|---|---|"]
+             f"steps to {base}'s final, x [95%] | tokens x [95%] | seconds x [95%] | s/step: generation / scoring / "
+             f"update / sync |", "|---|---|---|---|---|---|---|---|"]
     for strategy, entry in report["strategies"].items():
         ci = entry["paired_mean_ci95"]
         t = entry["seconds_per_step"]

@@ -1,6 +1,7 @@
 """The statistics of a strategy comparison (``reinforce-ada compare``, benchmarks/learning*.py): Student-t intervals
-over seeds (with the exact t quantile at every df, from the regularized incomplete beta function), a run's accuracy read at a step, token or second budget, and the steps a strategy needs to reach the
-baseline's final accuracy, with a paired bootstrap over seeds.
+over seeds (with the exact t quantile at every df, from the regularized incomplete beta function), intervals of
+per-seed ratios, a run's accuracy read at a step, token or second budget, and the steps a strategy needs to reach
+the baseline's final accuracy, with a paired bootstrap over seeds.
 
 Every function takes plain numbers (a run's curve is two aligned sequences, e.g. steps and accuracies), so the same
 code serves the command and the benchmark scripts.
