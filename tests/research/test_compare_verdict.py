@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
 from reinforce_ada.research.compare.figure import plot_report
 from reinforce_ada.research.compare.markdown import format_report
-from reinforce_ada.research.compare.report import analyse, jsonable
+from reinforce_ada.research.compare.report import REPORT_FORMAT, analyse, jsonable
 from reinforce_ada.research.compare.stats import t975
 from reinforce_ada.research.compare.verdict import Z80, call, seeds_needed
 
@@ -190,3 +191,16 @@ def test_breakdown_by_stratum_pass_at_k_and_entropy_by_hand():
     again = analyse(runs, ["grpo", "ada"], [1.0], "grpo", "tokens")["strategies"]["ada"]["breakdown"]["strata"]
     assert again["seeds_with_other_strata"] == [1] and again["by_stratum"]["hard"]["paired"]["at_steps"] == \
         pytest.approx([0.2])
+
+
+def test_the_documented_report_is_what_compare_writes_from_the_committed_json():
+    """docs/compare.md's "A real report" is report.md as `compare` writes it from its committed report.json (the
+    runs' own notes on seconds follow it), so the words and numbers shown are this version's."""
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "benchmarks" / "results" / "compare_builtin_2x3.json").read_text())
+    assert report["format"] == REPORT_FORMAT and report["selection"]["rule"] == "split"
+    docs = (root / "docs" / "compare.md").read_text()
+    shown = docs[docs.index("#### Verdict"):docs.index("How to read it.")]
+    shown = "\n".join(line for line in shown.splitlines() if "img/compare-builtin-2x3.png" not in line)
+    shown = re.sub(r"^#### ", "## ", shown, flags=re.M)
+    assert shown.startswith(format_report(report).rstrip("\n"))
