@@ -153,10 +153,10 @@ def forty_table(vs_n8: dict, vs_n4: dict) -> list[str]:
              ("ada-est vs grpo", vs_n4, "ada-est"), ("grpo-n8 vs grpo", vs_n4, "grpo-n8")]
     pairs = [(label, report, name) for label, report, name in pairs if name in report["strategies"]]
     strata = ("extremely_hard", "hard", "medium", "easy")
-    lines = ["| comparison (paired by seed) | seeds | at the baseline's tokens | at equal steps | at its seconds | "
-             + " | ".join(f"{s} at its tokens" for s in strata)
+    lines = ["| comparison (paired by seed) | seeds | at the baseline's tokens | seeds that would resolve it | at equal "
+             "steps | at its seconds | " + " | ".join(f"{s} at its tokens" for s in strata)
              + " | pass@1 / pass@2 / pass@4 at its tokens | entropy at its tokens (nats) | tokens x | seconds x |",
-             "|---|---|---|---|---|" + "---|" * len(strata) + "---|---|---|---|"]
+             "|---|---|---|---|---|---|" + "---|" * len(strata) + "---|---|---|---|"]
     for label, report, name in pairs:
         entry = report["strategies"][name]
         paired = entry["paired_mean_ci95"]
@@ -166,7 +166,9 @@ def forty_table(vs_n8: dict, vs_n4: dict) -> list[str]:
         pass_cells = " / ".join(ci(passes[k]["paired"]["ci95"]["at_tokens"]) for k in sorted(passes, key=int))
         entropy = entry["breakdown"]["entropy"]
         entropy_cell = ci(entropy["paired"]["ci95"]["at_tokens"]) if entropy else "-"
-        lines.append(f"| {label} | {len(entry['paired']['seeds'])} | **{ci(paired['at_tokens'])}** | "
+        verdict = entry["verdict"]["at_tokens"]
+        needed = "resolved" if verdict["call"] != "inconclusive" else (verdict["seeds_needed"] or "-")
+        lines.append(f"| {label} | {len(entry['paired']['seeds'])} | **{ci(paired['at_tokens'])}** | {needed} | "
                      f"{ci(paired['at_steps'])} | {ci(paired['at_seconds'])} | " + " | ".join(stratum_cells)
                      + f" | {pass_cells} | {entropy_cell} | {ratio(entry['cost_ratios']['tokens'])} | "
                        f"{ratio(entry['cost_ratios']['seconds'])} |")

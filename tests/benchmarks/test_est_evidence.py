@@ -97,3 +97,26 @@ def test_hard_minus_easy_by_hand():
     assert result["gap"]["mean"] == pytest.approx(statistics.fmean(gains))
     assert result["gap"]["half_width"] == pytest.approx(4.302653 * statistics.stdev(gains) / math.sqrt(3), rel=1e-6)
     assert result["gap"]["call"] == "ahead" and result["easy"][0] == pytest.approx(0.0)
+
+
+def test_the_forty_seed_table_reads_every_interval_from_the_reports():
+    """--table forty on a bed with Est, GRPO-n8 and GRPO-n4 (the recurring 5-seed reports stand in for the 40-seed
+    ones): each cell is the re-analysed report's own interval, each comparison against its own baseline."""
+    summary = load_summary()
+    vs_n8, vs_n4 = summary.load("recurring")
+    lines = summary.forty_table(vs_n8, vs_n4)
+    first = lines[:lines.index("")]  # the intervals; the hard-minus-easy table follows
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in first if line.startswith("| ")}
+    assert "ada-est-n4 vs grpo" not in rows  # these reports have no Est-n4
+    for label, report, name in (("ada-est vs grpo-n8", vs_n8, "ada-est"), ("ada-est vs grpo", vs_n4, "ada-est"),
+                                ("grpo-n8 vs grpo", vs_n4, "grpo-n8")):
+        entry, row = report["strategies"][name], rows[label]
+        assert row[1] == "5" and row[2] == f"**{summary.ci(entry['paired_mean_ci95']['at_tokens'])}**"
+        assert row[4] == summary.ci(entry["paired_mean_ci95"]["at_steps"])
+        hard = entry["breakdown"]["strata"]["by_stratum"]["hard"]["paired"]["ci95"]["at_tokens"]
+        assert row[7] == summary.ci(hard)
+        assert row[-2] == summary.ratio(entry["cost_ratios"]["tokens"])
+    assert rows["ada-est vs grpo-n8"][3] == "35" and rows["ada-est vs grpo"][3] == "resolved"  # -0.095 ± 0.032
+    gap = summary.hard_minus_easy(vs_n8, "ada-est")
+    table5 = next(line for line in lines[lines.index(""):] if line.startswith("| ada-est vs grpo-n8 |")).split(" | ")
+    assert table5[1] == "5" and table5[4].startswith(summary.ci((gap["gap"]["mean"], gap["gap"]["half_width"])))
