@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-
-ESTIMATOR_NAME = "reinforce_ada"
-"""The name the advantage estimator is registered under (``algorithm.adv_estimator``)."""
+from reinforce_ada.integrations.verl.keys import ESTIMATOR_NAME, get_key as _get, to_plain as _to_plain
 
 NOT_IN_VERL: dict[str, str] = {
     "group_size": "it is verl's actor_rollout_ref.rollout.n (the rows per prompt its trainer expects)",
@@ -62,29 +60,6 @@ EST_CONFIG_NAME = "reinforce_ada_est_trainer"
 
 AGENT_LOOP_MANAGER_FQN = "reinforce_ada.integrations.verl.agent_loop.ReinforceAdaAgentLoopManager"
 """What ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` must name for the sampler to run."""
-
-
-def _to_plain(node: Any) -> Any:
-    """An OmegaConf node (or anything mapping-like) as plain Python containers."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(node, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(node, resolve=True)
-    except ImportError:  # pragma: no cover -- omegaconf always comes with verl
-        pass
-    if isinstance(node, Mapping):
-        return {k: _to_plain(v) for k, v in node.items()}
-    return node
-
-
-def _get(config: Any, dotted: str, default: Any = None) -> Any:
-    node = config
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        node = node.get(part, None) if hasattr(node, "get") else getattr(node, part, None)
-    return default if node is None else node
 
 
 def sampler_settings(algorithm: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.integrations.verl.config import ESTIMATOR_NAME, _get, _to_plain
+from reinforce_ada.integrations.verl.keys import ESTIMATOR_NAME, get_key as _get, to_plain as _to_plain
 
 __all__ = ["EST_AGENT_LOOP_MANAGER_FQN", "EST_CHECKPOINT_CALLBACK_FQN", "EST_ESTIMATOR_NAME", "EST_KEYS",
            "check_est_config", "est_sampler_config", "est_selected"]
