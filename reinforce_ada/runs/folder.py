@@ -6,7 +6,7 @@
   ``trainer_state.json``, the step in it, the safetensors headers, agreement with ``metrics.jsonl``), names the bad
   file and the previous intact checkpoint when it is corrupt, and refuses settings that differ from the checkpoint's
   (seed, strategy, learning rate, batch size, ... -- every field outside :data:`RESUMABLE_CHANGES`) unless
-  ``force_resume_changes`` is given.
+  ``force_resume_changes`` is given -- and even then those a resume could not apply (:data:`NOT_FORCEABLE`).
 - :func:`prepare_run_folder` runs when training starts (so a failed start leaves no empty folder): it deletes the old
   run for ``overwrite``, removes stale ``.tmp-checkpoint-*`` folders of killed runs, and appends the start (or the
   resume and its changed settings) to ``config_history.jsonl``; a run that stops adds why (:func:`record_event`).
@@ -44,6 +44,28 @@ RESUMABLE_CHANGES = frozenset({
 """Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports,
 how work is chunked or where its server runs, not what it learns. Changes are still recorded in
 ``config_history.jsonl``."""
+
+
+NOT_FORCEABLE = {
+    "seed": "the random generators and the order of the prompts continue from the checkpoint's state, which a new "
+            "seed would not reach",
+    "sampler.memory.seed": "the file seeded the pass-rate memory at step 0, and the checkpoint holds what the memory "
+                           "has learned since",
+    "sft_max_steps": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "sft_target_accuracy": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "sft_seed": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "eval_strata_samples": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint keeps "
+                           "them",
+    "eval_strata_hard_max": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint "
+                            "keeps them",
+    "eval_strata_medium_max": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint "
+                              "keeps them",
+}
+"""Settings whose value lives only in what a checkpoint restores, so that a resume cannot apply a new one: refused by
+name even with ``force_resume_changes``, with why. Every other setting a forced resume changes is applied: the
+checkpoint brings back counts (weights, the optimizer's moments, the schedule's step, the memory's evidence), the
+config the parameters (the learning rate and weight decay: ``training.setup.apply_optimizer_settings``; a memory's
+decay, prior and cap: ``PassRateMemory.load_state_dict``)."""
 
 
 _RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "accept_unverified_checkpoint",
@@ -217,6 +239,13 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
                              f"a run a kill cut short), or --overwrite to start over")
     changes = resume_changes(state["config"], config)
     guarded = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
+    fixed = [k for k in guarded if k in NOT_FORCEABLE]
+    if fixed and config.force_resume_changes:
+        name = fixed[0]
+        old, new = guarded[name]
+        raise RunFolderError(f"--resume cannot change {name} ({old!r} -> {new!r}), not even with "
+                             f"--force-resume-changes: {NOT_FORCEABLE[name]}; keep {old!r}, or start a new run with "
+                             f"it in another --output-dir")
     if guarded and not config.force_resume_changes:
         listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in guarded.items())
         raise RunFolderError(f"--resume would continue {latest} with changed settings ({listed}), mixing two runs in "

@@ -42,10 +42,10 @@ from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationErr
 from reinforce_ada.training.guards import (GenerationStopped, RunInterrupted, RunStopped, check_finite,
                                            check_prompt_lengths, check_verifier_failures, watch_verifier)
 from reinforce_ada.training.metrics import MetricsWriter
-from reinforce_ada.training.preflight import check_train_inputs
-from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_optimizer,
-                                          reference_model, resolve_device, seed_everything, trainer_generator,
-                                          wrap_lora)
+from reinforce_ada.training.preflight import check_memory_seed, check_train_inputs
+from reinforce_ada.training.setup import (apply_optimizer_settings, check_report_to, load_data, load_model,
+                                          make_generator, make_optimizer, reference_model, resolve_device,
+                                          seed_everything, trainer_generator, wrap_lora)
 from reinforce_ada.training.held_out import evaluation_metrics, fix_strata
 from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences, token_entropy
 from reinforce_ada.types import Prompt
@@ -99,6 +99,7 @@ class Trainer:
             eval_prompts = task_eval if eval_prompts is None else eval_prompts
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
+        check_memory_seed(cfg, train_prompts)  # every row, and whether it seeds any training prompt
         self.stream = PromptStream(train_prompts, cfg.seed)
         # every input the run reads, fingerprinted; checked against the checkpoint's before anything is rewritten
         self.inputs = {"data": prompts_fingerprint(self.stream.prompts),
@@ -141,6 +142,7 @@ class Trainer:
         self.update = PolicyUpdate(model, *make_optimizer(cfg, model), cfg, self.device, ref_model)
         start.restore(self.update.optimizer, self.update.scheduler, self.stream, self.sampler, cfg,
                       evaluates=bool(self.eval_prompts))
+        apply_optimizer_settings(cfg, self.update.optimizer, self.update.scheduler)  # the config's, not the checkpoint's
         self.step = start.step
         self.totals = start.totals
         self.accuracy_before = start.accuracy_before

