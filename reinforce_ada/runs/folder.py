@@ -2,7 +2,8 @@
 
 - :func:`check_run_folder` runs before anything loads. A folder that already holds a run (``config.json``,
   ``metrics.jsonl``, ``summary.json``, ``checkpoint-*``, ...) is refused unless ``resume`` (continue it) or
-  ``overwrite`` (delete that run's files, then start afresh) is given. ``resume`` validates the latest checkpoint (its
+  ``overwrite`` (delete that run's files, then start afresh) is given -- except a run that stopped before its first
+  training step (:func:`stopped_before_first_step`), which blocks nothing: a new start replaces it. ``resume`` validates the latest checkpoint (its
   ``trainer_state.json``, the step in it, the safetensors headers, agreement with ``metrics.jsonl``), names the bad
   file and the previous intact checkpoint when it is corrupt, and refuses settings that differ from the checkpoint's
   (seed, strategy, learning rate, batch size, ... -- every field outside :data:`RESUMABLE_CHANGES`) unless
@@ -115,6 +116,29 @@ def run_entries(folder: Path) -> list[Path]:
     return named + [c for c in checkpoints(folder) if _run_checkpoint(c)] + partial
 
 
+def _trained_steps(metrics: Path) -> int | None:
+    """The highest step ``metrics.jsonl`` records (0 when absent or empty: an evaluation before training is step 0);
+    ``None`` when it cannot be read (then the run is taken to have trained)."""
+    if not metrics.exists():
+        return 0
+    try:
+        steps = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return max([int(s) for s in steps if isinstance(s, (int, float))], default=0)
+
+
+def stopped_before_first_step(folder: Path) -> bool:
+    """Whether the run in ``folder`` stopped before its first training step: it wrote its start (``config.json``,
+    ``config_history.jsonl``, perhaps step 0's evaluation) but no training step, no checkpoint and no summary. Such a
+    run blocks nothing: a new start replaces it (there is nothing to resume)."""
+    entries = run_entries(folder)
+    names = {e.name for e in entries}
+    return (bool(entries) and not any(e.name.startswith(("checkpoint-", ".tmp-checkpoint-", ".old-checkpoint-"))
+                                      for e in entries)
+            and "summary.json" not in names and _trained_steps(folder / "metrics.jsonl") == 0)
+
+
 def _not_the_runs(folder: Path, overwrite: bool) -> list[tuple[Path, str]]:
     """What a start in ``folder`` would replace or delete although no run wrote it, with why: a user's
     ``config.json`` or ``summary.json`` (a run writes its own), a ``checkpoint-N`` folder no run wrote (a run
@@ -215,7 +239,7 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
                              f"or choose another --output-dir")
     names = ", ".join(e.name for e in entries[:6]) + (", ..." if len(entries) > 6 else "")
     if not config.resume:
-        if entries and not config.overwrite:
+        if entries and not config.overwrite and not stopped_before_first_step(folder):
             raise RunFolderError(f"{folder} already holds a run ({names}); pass --resume to continue it, --overwrite "
                                  f"to delete it and start over, or choose another --output-dir")
         _refuse_overwriting_inputs(config, folder, entries)
@@ -261,10 +285,11 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
     """Create the folder (deleting the old run first for ``overwrite``), remove stale temporary checkpoints, write
     ``config.json`` and append this start to ``config_history.jsonl``."""
     folder = Path(config.output_dir)
-    if not config.resume and not config.overwrite and run_entries(folder):  # another run started here meanwhile
+    unstarted = not config.resume and stopped_before_first_step(folder)
+    if not config.resume and not config.overwrite and run_entries(folder) and not unstarted:  # started meanwhile
         raise RunFolderError(f"{folder} now holds a run ({', '.join(e.name for e in run_entries(folder)[:6])}) that "
                              f"appeared while this one was starting; nothing was written")
-    if config.overwrite and not config.resume:
+    if (config.overwrite or unstarted) and not config.resume:
         for entry in run_entries(folder):
             if entry.name == "plots":  # only the trainer's plot; the folder goes if nothing else is in it
                 (entry / "training.png").unlink()
@@ -274,7 +299,11 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-        logger.info("--overwrite: deleted the previous run in %s", folder)
+        if config.overwrite:
+            logger.info("--overwrite: deleted the previous run in %s", folder)
+        else:
+            logger.info("replaced the run in %s that stopped before its first step (no training step, no "
+                        "checkpoint)", folder)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in [p for p in folder.iterdir() if p.is_dir() and _PARTIAL_CHECKPOINT.fullmatch(p.name)]:
         shutil.rmtree(stale, ignore_errors=True)

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.config import ConfigError, TrainConfig
+from reinforce_ada.config import TrainConfig
 from reinforce_ada.errors import Signalled
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.difficulty import STRATA_FILE, Strata
@@ -42,7 +42,7 @@ from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationErr
 from reinforce_ada.training.guards import (GenerationStopped, RunInterrupted, RunStopped, check_finite,
                                            check_prompt_lengths, check_verifier_failures, watch_verifier)
 from reinforce_ada.training.metrics import MetricsWriter
-from reinforce_ada.training.preflight import check_memory_seed, check_train_inputs
+from reinforce_ada.training.preflight import check_memory_seed, check_step_budget, check_train_inputs
 from reinforce_ada.training.setup import (apply_optimizer_settings, check_report_to, load_data, load_model,
                                           make_generator, make_optimizer, reference_model, resolve_device,
                                           seed_everything, trainer_generator, wrap_lora)
@@ -99,6 +99,7 @@ class Trainer:
             eval_prompts = task_eval if eval_prompts is None else eval_prompts
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
+        check_step_budget(cfg, len(train_prompts))  # a step's budget fits the prompts a step draws
         check_memory_seed(cfg, train_prompts)  # every row, and whether it seeds any training prompt
         self.stream = PromptStream(train_prompts, cfg.seed)
         # every input the run reads, fingerprinted; checked against the checkpoint's before anything is rewritten
@@ -106,10 +107,6 @@ class Trainer:
                        "held_out": prompts_fingerprint(self.eval_prompts), **input_files(cfg)}
         start.check_inputs(cfg, self.inputs)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
-        if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
-            raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
-                              f"candidate prompts per step (batch_size={cfg.batch_size}), but the training set has "
-                              f"only {len(self.stream.prompts)}")
 
         warm_start: dict[str, Any] = {}
         if model is None:
@@ -190,6 +187,8 @@ class Trainer:
         checkpoint = latest_checkpoint(self.output_dir)
         if checkpoint is not None:
             return f"--resume continues it from {checkpoint.name}"
+        if self.step == 0:  # a run stopped before its first step blocks nothing (runs.folder.stopped_before_first_step)
+            return "no checkpoint was written yet, so there is nothing to resume: the same command starts it over"
         return ("no checkpoint was written yet, so there is nothing to resume: the same command with --overwrite "
                 "starts it over")
 

