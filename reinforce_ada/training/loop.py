@@ -176,7 +176,7 @@ class Trainer:
             record_event(self.config, {"event": "stopped", "step": self.step,
                                        "reason": f"interrupted ({what}) during {where}"})
             raise RunInterrupted(f"{what} during {where}; {self._how_to_go_on()}",
-                                 getattr(err, "exit_status", 130)) from err
+                                 getattr(err, "exit_status", 130), cause=f"{what} during {where}") from err
         finally:
             self._lock.release()
 

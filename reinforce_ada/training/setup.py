@@ -52,13 +52,9 @@ def seed_everything(seed: int) -> None:
 def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], Any]:
     """``(train prompts, held-out prompts, verifier)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``task`` (the config's, built; ``None`` for prompt files)."""
-    from reinforce_ada.data import load_prompts
-    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
+    from reinforce_ada.runs.data import held_out_prompts, run_verifier, training_prompts
 
-    if cfg.data is not None:
-        train = load_prompts(cfg.data, **prompt_keys(cfg))
-    else:
-        train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+    train = training_prompts(cfg, task)
     held_out = held_out_prompts(cfg, task)
     warn_of_shared_prompts(cfg, train, held_out)
     return train, held_out, run_verifier(cfg, task)

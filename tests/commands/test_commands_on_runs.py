@@ -181,11 +181,31 @@ def test_select_prompts_on_a_run_needs_no_out_and_writes_into_the_run(tmp_path, 
     assert cli.main(["select-prompts", str(run), "--limit", "5", "-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "settings from the run: max_new_tokens=4, temperature=1.0, use_chat_template=True, seed=5" in out
-    assert "prompts: 5 of task arithmetic's train split drawn with seed 5" in out
+    assert "prompts: the first 5 of the run's 4096 training prompts (task arithmetic's train split drawn with seed " \
+           "5)" in out
     assert len((run / "pass_rates.jsonl").read_text().splitlines()) == 5 and (run / "selected_prompts.jsonl").exists()
     assert sorted(os.listdir(tmp_path)) == ["run"]
     assert one_line(capsys, "select-prompts", "--tiny", "--data", "task:arithmetic") == (
         "give --out FILE for the kept prompts (only for a run or checkpoint do they go into the run folder by default)")
+
+
+@pytest.mark.fault("select-prompts RUN on a run that trained on 8 task prompts (--task-train-prompts 8)",
+                   "estimates those 8 prompts, the keys of the run's training prompts (it drew 256 others of the "
+                   "task's train split, whatever the run trained on)")
+def test_select_prompts_on_a_run_estimates_the_runs_own_training_prompts(tmp_path, capsys, monkeypatch):
+    from reinforce_ada.runs.data import run_task, training_prompts
+    from reinforce_ada.sampling.memory import prompt_key
+
+    run = make_run(tmp_path / "run", task_train_prompts=8, batch_size=8)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["select-prompts", str(run), "-k", "2"]) == 0
+    assert ("prompts: the run's 8 training prompts (task arithmetic's train split drawn with seed 5)"
+            in capsys.readouterr().out)
+    config = TrainConfig(**{k: v for k, v in json.loads((run / "config.json").read_text()).items()
+                            if k != "sampler"})
+    trained = {prompt_key(p) for p in training_prompts(config, run_task(config))}
+    rates = [json.loads(line) for line in (run / "pass_rates.jsonl").read_text().splitlines()]
+    assert len(trained) == 8 and {r["key"] for r in rates} == trained
 
 
 # -- wrong input: one line, before anything expensive ---------------------------------------------------------------
