@@ -149,7 +149,7 @@ class Trainer:
         self.strata = Strata.from_json(start.strata, f"{start.checkpoint}") if start.strata else None
         self._uncounted: dict[str, int] = {}  # verifier counts of the strata's samples, kept out of verifier/*
         self.nothing_to_do = start.nothing_to_do  # a finished run resumed with no more steps changes nothing
-        self._evaluating: str | None = None  # the evaluation before the first step, while it runs (for an interrupt)
+        self._evaluating: str | None = None  # the evaluation running now, if any (an interrupt names it)
 
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -205,9 +205,7 @@ class Trainer:
         if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
             write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
         if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
-            self._evaluating = f"the held-out evaluation at step {self.step}"
             accuracy = self.evaluate()
-            self._evaluating = None
             self.accuracy_history.append((self.step, accuracy))
             writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
             if self.step == 0:
@@ -361,6 +359,12 @@ class Trainer:
         Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them, or
         when the engine's log-probabilities show it sampled from other weights (the training steps' check)."""
         where = f"held-out evaluation at step {self.step}"
+        outer, self._evaluating = self._evaluating, self._evaluating or f"the {where}"  # an interrupt names it
+        accuracy = self._evaluate(where)  # (left set when it raises: train() names it in the stopped event)
+        self._evaluating = outer
+        return accuracy
+
+    def _evaluate(self, where: str) -> float:
         generator = self.generator  # synced to the current weights
         self.verifier.start_window()
         counts = sampled_accuracy(generator, self.verifier, self.eval_prompts, self.config.eval_samples,

@@ -137,7 +137,7 @@ def test_eval_on_a_run_uses_its_settings_and_held_out_prompts(run, capsys, tmp_p
     results = json.loads(capsys.readouterr().out)
     assert results["settings"] == {"max_new_tokens": 4, "temperature": 1.0, "top_p": 1.0, "use_chat_template": True}
     assert results["prompts"] == {"held-out": "the run's held-out prompts (10 of task arithmetic's test split drawn "
-                                              "with seed 6, as its eval/accuracy)"}
+                                              "with seed 6, the run's seed + 1, as its eval/accuracy)"}
     ids = list(dict.fromkeys(json.loads(line)["prompt_id"] for line in out.read_text().splitlines()))
     assert ids == [p.prompt_id for p in get_task("arithmetic").prompts(10, seed=6, split="test")]
     assert cli.main(["eval", str(run), "--k", "1", "--max-new-tokens", "2", "--json"]) == 0
@@ -457,3 +457,26 @@ def test_a_run_config_as_saved_is_read_back_as_the_same_config(settings):
     """What ``locate_model`` reads from a checkpoint (``asdict`` of the run's config) builds the same config again."""
     config = TrainConfig(**settings)
     assert TrainConfig(**asdict(config)) == config
+
+
+@pytest.mark.fault("eval RUN whose strata.json was fixed on other prompts than the held-out ones it evaluates",
+                   "no per-stratum rows, and the strata line says why: none of the N held-out prompts is among the "
+                   "strata's (it showed '0 - (no prompt)' per stratum without a word)")
+def test_eval_says_why_a_runs_strata_do_not_fit_its_prompts(tmp_path):
+    from types import SimpleNamespace
+
+    from reinforce_ada.commands.eval import _strata_groups
+    from reinforce_ada.difficulty import Strata
+    from reinforce_ada.types import Prompt
+
+    run = tmp_path / "run"
+    run.mkdir()
+    others = [Prompt(i, f"{i}*{i}=", str(i * i)) for i in range(4)]
+    (run / "strata.json").write_text(json.dumps(Strata.fix(others, [(4, 1)] * 4, 4).to_json()))
+    held_out = [Prompt(i, f"{i}+{i}=", str(2 * i)) for i in range(3)]
+    groups, line = _strata_groups(SimpleNamespace(run_dir=run), {"held-out": held_out})
+    assert groups is None
+    assert line == (f"{run / 'strata.json'} does not fit these prompts: none of the 3 held-out prompts is among the 4 "
+                    f"it fixed strata on (the held-out prompts changed since?), so there is no accuracy per stratum")
+    groups, line = _strata_groups(SimpleNamespace(run_dir=run), {"held-out": held_out + others[:1]})
+    assert groups is not None and line.endswith("; 3 of these prompts are not among them and are in no stratum")

@@ -761,3 +761,24 @@ def test_a_run_that_stopped_before_its_first_step_blocks_nothing(tmp_path):
         once.train()
     with pytest.raises(RunFolderError, match="already holds a run"):
         Trainer(small_config(trained, max_steps=3), **setup())
+
+
+@pytest.mark.fault("Ctrl-C during a held-out evaluation between steps (eval_steps) or the final one",
+                   "the stopped event and the line name the evaluation and its step (they said 'during step 3', "
+                   "a step that had not started)")
+def test_an_interrupt_during_a_later_evaluation_names_the_evaluation(tmp_path):
+    from reinforce_ada.training.guards import RunInterrupted
+
+    trainer = None
+
+    def verifier(prompts, completions):
+        if trainer.step == 2 and str(prompts[0].prompt_id).startswith("2-"):  # a held-out prompt, at step 2
+            raise KeyboardInterrupt
+        return digit_verifier(prompts, completions)
+
+    out = tmp_path / "run"
+    trainer = Trainer(small_config(out, max_steps=4, eval_steps=2), **{**setup(), "verifier": verifier})
+    with pytest.raises(RunInterrupted, match=r"^KeyboardInterrupt during the held-out evaluation at step 2; "):
+        trainer.train()
+    stopped = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()][-1]
+    assert stopped["reason"] == "interrupted (KeyboardInterrupt) during the held-out evaluation at step 2"
