@@ -64,15 +64,16 @@ class Trainer:
     def __init__(self, config: TrainConfig, *, model: Any = None, tokenizer: Any = None,
                  train_prompts: Sequence[Prompt] | None = None, eval_prompts: Sequence[Prompt] | None = None,
                  verifier: Any = None, generator: Any = None):
-        import torch
-
         self.config = cfg = config
         check_report_to(cfg.report_to)
-        self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
         builds_data = train_prompts is None or verifier is None or eval_prompts is None
-        # before any folder; the built-in task, built once here, serves the data and the warm start
+        # before any folder, and before torch's seconds of import; the built-in task, built once here, serves the data
+        # and the warm start
         task = check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data,
                                   generator=generator is None)
+        self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
+        import torch
+
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":

