@@ -234,7 +234,7 @@ def check_memory_seed(config: Any, prompts: Sequence[Any]) -> None:
     """``sampler.memory.seed``, when given: every row valid (:func:`~reinforce_ada.sampling.memory.read_pass_rates`
     names ``file:line``), and at least one row a training prompt's -- a file made for other data (or an empty one)
     would leave every estimate at the prior without a word, so it is refused; otherwise one line says how many of the
-    training prompts it seeds."""
+    training prompts it seeds (a warning when some are not: they start at the prior)."""
     path = config.sampler.memory.seed
     if not path:
         return
@@ -248,8 +248,11 @@ def check_memory_seed(config: Any, prompts: Sequence[Any]) -> None:
         raise DataError(f"--sampler.memory.seed {path} seeds 0 of the {len(keys)} training prompts: {held}; make it "
                         f"with `reinforce-ada select-prompts` on this run's training data, or leave it out")
     others = len(rates) - seeded
-    logger.info("--sampler.memory.seed %s: seeded %d of %d training prompts%s", path, seeded, len(keys),
-                f" ({others} of its rows are other prompts', not used)" if others else "")
+    # all seeded: said at INFO; some not: a warning (they start at the prior, which a partial file hides)
+    logger.log(logging.INFO if seeded == len(keys) else logging.WARNING,
+               "--sampler.memory.seed %s: seeded %d of %d training prompts%s%s", path, seeded, len(keys),
+               "" if seeded == len(keys) else "; the others start at the prior",
+               f" ({others} of its rows are other prompts', not used)" if others else "")
 
 
 def check_step_budget(config: Any, num_train_prompts: int) -> None:

@@ -75,8 +75,9 @@ def test_a_seed_file_says_how_many_training_prompts_it_seeds(tmp_path, caplog):
                          sampler={"memory": {"seed": str(tmp_path / "rates.jsonl")}})
     with caplog.at_level(logging.INFO, logger="reinforce_ada.training.preflight"):
         check_memory_seed(config, prompts)
-    assert caplog.messages == [f"--sampler.memory.seed {tmp_path / 'rates.jsonl'}: seeded 1 of 3 training prompts "
-                               f"(1 of its rows are other prompts', not used)"]
+    assert caplog.messages == [f"--sampler.memory.seed {tmp_path / 'rates.jsonl'}: seeded 1 of 3 training prompts; "
+                               f"the others start at the prior (1 of its rows are other prompts', not used)"]
+    assert caplog.records[0].levelname == "WARNING"
 
 
 @pytest.mark.fault("ada-est with an est.budget the training data cannot spend (--sampler.est.budget 100 on a 3-row "
