@@ -280,6 +280,13 @@ class SamplerConfig:
         self._check_weights_usable()
         if self.max_grad_weight is not None and not self.max_grad_weight >= 1:
             raise ConfigError(f"max_grad_weight must be >= 1 or None (got {self.max_grad_weight})")
+        if self.objective_in_use == "linear":  # w = 1: its split, floor and cap are read by no one
+            for name in ("sample_share", "objective_eps", "max_grad_weight"):
+                default = SamplerConfig.__dataclass_fields__[name].default
+                if getattr(self, name) != default:
+                    raise ConfigError(f"{name}={getattr(self, name)!r} is a setting of the objective's weight, and "
+                                      f"the linear objective (the default outside mode='est') weighs every prompt 1: "
+                                      f"give objective='log' or 'power:A' with it, or leave it out")
         if self.mode != "est":
             if self.est != EstConfig():
                 raise ConfigError(f"est.* are settings of mode='est' (strategy ada-est); got mode={self.mode!r}")

@@ -129,7 +129,7 @@ def test_bad_est_and_objective_settings_are_named(settings, message):
 
 
 @pytest.mark.fault("an objective or objective_eps whose weights are degenerate (--objective power:1e308, "
-                   "--objective-eps 1e300)",
+                   "--objective-eps 1e300), or a weight setting under the linear objective, which reads none",
                    "exit 2 naming the weight, its value and the pass rate, before anything loads (accepted, and every "
                    "gradient was zero without a word)")
 @pytest.mark.parametrize("settings, message", [
@@ -143,6 +143,9 @@ def test_an_objective_whose_weights_vanish_or_overflow_is_refused(settings, mess
         SamplerConfig(**settings)
     SamplerConfig(objective="power:20")  # steep, but its weights are numbers: accepted
     SamplerConfig(objective="log", objective_eps=0.5)
+    for unread in (dict(objective_eps=1e300), dict(max_grad_weight=2.0), dict(sample_share=0.5)):  # linear: w = 1
+        with pytest.raises(ConfigError, match=r"is a setting of the objective's weight, and the linear objective"):
+            SamplerConfig(**unread)
 
 
 @pytest.mark.fault("a setting ada-est does not read (--group-size 8, max_rounds, min_positive, unexited, streaming.*)",
