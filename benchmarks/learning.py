@@ -103,9 +103,11 @@ def strategy_settings(strategy: str, args: argparse.Namespace) -> dict:
 def grid(task: str, args: argparse.Namespace):
     from reinforce_ada.research.compare import make_grid
 
+    # lr_selection "same": this script's own tables (learning_report.py) choose and report on every held-out prompt,
+    # and compare's report beside them follows the same rule
     return make_grid({s: strategy_settings(s, args) for s in args.strategies}, args.lrs, args.seeds,
                      train_settings(task, args), Path(args.out) / task,
-                     baseline="grpo" if "grpo" in args.strategies else None)
+                     baseline="grpo" if "grpo" in args.strategies else None, selection="same")
 
 
 def pass_rates(model, tokenizer, verifier, prompts, samples: int, seed: int) -> list[float]:

@@ -14,6 +14,12 @@ Launch (8 GPUs; GPU 0 serves vLLM, GPUs 1-7 train; see docs/trl.md for other lay
     CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 accelerate launch --multi_gpu --num_processes 7 --mixed_precision bf16 \\
         examples/trl_qwen_math.py --output_dir runs/qwen-math-ada
 
+``--est`` runs Reinforce-Ada-Est instead (arXiv 2510.04996v3, Alg. 1; ``mode="est"``): GRPO-n8's budget, 8 rows per
+prompt handed out among each step's prompts by a per-prompt pass-rate memory (``n`` proportional to
+``1 / sqrt(p_hat)``, clipped to [2, 32]), every row trained on with ``A = (r - rbar) / sqrt(rbar + 1e-6)``; the rest
+of the setup as above. ``--memory_seed FILE`` seeds the memory from a ``reinforce-ada select-prompts`` pass-rate
+file.
+
 Every ``AdaGRPOConfig`` / ``GRPOConfig`` field is a command-line flag (``--learning_rate 1e-6``,
 ``--vllm_mode colocate``, ``--exit_rule positive``, ...). ``--smoke_test`` runs two steps of the same script on the
 CPU with a tiny local model and a few inline problems (no download, no vLLM) -- a check that the wiring works.
@@ -44,6 +50,12 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
     report_to=["tensorboard"],
 )
 
+EST_DEFAULTS: dict[str, Any] = dict(
+    # Reinforce-Ada-Est at GRPO-n8's budget: num_generations is the budget per prompt (est_samples_per_prompt); the
+    # round-based fields are not used. 16 rows per process = 2 prompts' budget, however Est hands them out.
+    mode="est", num_generations=8, est_samples_per_prompt=8, scale_rewards="none",
+)
+
 SMOKE_TEST_OVERRIDES: dict[str, Any] = dict(
     use_vllm=False, use_cpu=True, bf16=False, gradient_checkpointing=False, max_completion_length=8,
     num_generations=2, samples_per_round=2, max_rounds=2, per_device_train_batch_size=4,
@@ -63,6 +75,8 @@ class ScriptArguments:
                                  metadata={"help": "Column holding the reference (a \\boxed{} answer or the answer)."})
     smoke_test: bool = field(default=False,
                              metadata={"help": "Two CPU steps with a tiny local model and inline problems."})
+    est: bool = field(default=False, metadata={"help": "Reinforce-Ada-Est (mode='est', 8 rows per prompt handed out "
+                                                       "by the pass-rate memory) instead of the rounds."})
 
 
 def boxed_accuracy(completions: list, solution: list[str], **kwargs: Any) -> list[float | None]:
@@ -116,8 +130,14 @@ def parse_args(argv: list[str] | None = None):
     parser = HfArgumentParser((ScriptArguments, AdaGRPOConfig))
     parser.set_defaults(output_dir="runs/trl-qwen-math-ada", **PAPER_DEFAULTS)
     pre_args, _ = parser.parse_known_args(argv)
+    if pre_args.est:  # the round-based fields back at their defaults: Est does not use them
+        rounds = {name: AdaGRPOConfig.__dataclass_fields__[name].default
+                  for name in ("samples_per_round", "max_rounds", "exit_rule", "selection", "advantage")}
+        parser.set_defaults(**rounds, **EST_DEFAULTS)
     if pre_args.smoke_test:
         parser.set_defaults(**SMOKE_TEST_OVERRIDES)
+        if pre_args.est:
+            parser.set_defaults(samples_per_round=8, max_rounds=4, num_generations=8, per_device_train_batch_size=16)
     return parser.parse_args_into_dataclasses(args=argv)
 
 

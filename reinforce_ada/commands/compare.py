@@ -26,12 +26,14 @@ from typing import Any
 
 from reinforce_ada.errors import UsageError
 
-_COMPARE_DESTS = ("strategies", "lrs", "seeds", "baseline", "best_lr", "out", "parallel", "report_only", "config")
+_COMPARE_DESTS = ("strategies", "lrs", "seeds", "baseline", "best_lr", "lr_selection", "out", "parallel",
+                  "report_only", "config")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from reinforce_ada.commands.train import add_arguments as train_arguments
     from reinforce_ada.research.compare.report import BEST_LR_RULES
+    from reinforce_ada.research.compare.selection import SELECTION_RULES
     from reinforce_ada.research.compare.strategies import STRATEGIES
 
     group = p.add_argument_group("the comparison")
@@ -49,6 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="how each strategy's best lr is chosen: highest mean accuracy at the baseline's token "
                             "budget (tokens), at its seconds (seconds), or highest mean final accuracy (final); "
                             "the baseline's is always by final accuracy (default: tokens)")
+    group.add_argument("--lr-selection", default=None, choices=SELECTION_RULES,
+                       help="which held-out prompts choose the best lrs: split (one half of each seed's, fixed by "
+                            "the seed; every reported number comes from the other half) or same (all of them choose "
+                            "and report: the chosen lr's luck on those prompts is in the report) (default: split for "
+                            "a grid of several lrs, same for one lr, where nothing is chosen; a rerun keeps its "
+                            "folder's)")
     group.add_argument("--out", default="runs/compare", metavar="DIR", help="folder for the run folders and the "
                                                                             "report (default: runs/compare)")
     group.add_argument("--parallel", type=int, default=1, metavar="K",
@@ -102,7 +110,8 @@ def _grid_from_arguments(args: argparse.Namespace):
         if name in strategies:
             raise UsageError(f"--strategies: {name} is given twice")
         strategies[name] = settings
-    return make_grid(strategies, args.lrs, args.seeds, _train_settings(args), args.out, args.baseline, args.best_lr)
+    return make_grid(strategies, args.lrs, args.seeds, _train_settings(args), args.out, args.baseline, args.best_lr,
+                     args.lr_selection)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ def _allocation(folder: Path) -> str:
     import json
 
     from reinforce_ada import analyses
-    from reinforce_ada.core.objectives import HARD_BELOW
+    from reinforce_ada.core.allocation import HARD_BELOW
 
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
     a = analyses.allocation_over_run(records)

@@ -99,7 +99,7 @@ class SamplerConfig:
     ``"budget"``: budget mode (beyond the paper) -- ``sample_budget_per_step`` samples per step in total, spread over
     the batch's prompts by the posterior chance that more samples buy a group with signal (prior from a cross-step
     pass-rate memory), in rounds; saturated or hopeless prompts may get none. Needs ``exit_rule`` ``"mixed"`` or
-    ``"balanced"``; see :mod:`reinforce_ada.core.budget_allocation`."""
+    ``"balanced"``; see :mod:`reinforce_ada.core.allocation.budget`."""
     sample_budget_per_step: int | None = None
     """Budget mode: samples drawn per step over all prompts (None: ``group_size x prompts``, what GRPO draws). Must
     be at least ``group_size x prompts``; the check runs before any generation."""
@@ -128,7 +128,7 @@ class SamplerConfig:
     is left unspent: the step draws fewer samples, so more steps fit in a token budget. Under ``mixed`` an unseen
     prompt's first group is worth ``(n - 1) / (n + 1) / n`` per sample (0.15 for n = 4), so a lower price never
     skips an unseen prompt. In [0, 1]; 0.0 (default): spend the whole budget. Needs ``budget_skip`` (TRL and verl
-    need a group for every prompt). See :mod:`reinforce_ada.core.budget_allocation`."""
+    need a group for every prompt). See :mod:`reinforce_ada.core.allocation.budget`."""
     budget_overdraw: float = 1.0
     """Budget mode: candidate prompts per trained prompt. Over-draw, as in GRESO and VIP: with ``2.0`` the
     sampler is given twice the prompts the budget can train on (the trainer takes ``ceil(2 x batch_size)`` from its
@@ -238,7 +238,7 @@ class SamplerConfig:
                 raise ConfigError(f"{name}={value} needs budget_skip=True: {NEEDS_BUDGET_SKIP[name]}, and with "
                                   "budget_skip=False (TRL, verl) every prompt must get its group")
         if self.allocation == "budget":
-            from reinforce_ada.core.budget_allocation import BUDGET_EXIT_RULES
+            from reinforce_ada.core.allocation.budget import BUDGET_EXIT_RULES
 
             if self.exit_rule not in BUDGET_EXIT_RULES:
                 raise ConfigError(f"allocation='budget' values the chance of meeting the exit rule, which must then "

@@ -13,9 +13,12 @@ from reinforce_ada.core.advantages import (
     pool_advantages,
     pool_importance_weights,
 )
-from reinforce_ada.core.allocation import ALLOCATION_RULES, STEP_ALLOCATION_RULES, get_allocation_rule
-import reinforce_ada.core.beta_allocation  # noqa: F401,E402 -- registers the beta-* allocation rules
-import reinforce_ada.core.budget_allocation  # noqa: F401,E402 -- registers the "budget" step allocation rule
+from reinforce_ada.core.allocation import (  # importing the package registers every allocation rule
+    ALLOCATION_RULES,
+    STEP_ALLOCATION_RULES,
+    allocate_samples,
+    get_allocation_rule,
+)
 from reinforce_ada.core.exits import EXIT_RULES, get_exit_rule
 from reinforce_ada.core.losses import AGGREGATIONS, POLICY_LOSSES, aggregate, ppo_clip_loss, regularise
 from reinforce_ada.core.registry import Registry
@@ -31,6 +34,7 @@ __all__ = [
     "STEP_ALLOCATION_RULES",
     "Registry",
     "aggregate",
+    "allocate_samples",
     "baseline_advantages",
     "compute_advantages",
     "get_allocation_rule",

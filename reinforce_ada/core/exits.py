@@ -18,7 +18,7 @@ signature can be passed wherever a rule name is accepted.
 Each built-in rule is also registered, right below its predicate, in its *threshold form*
 ``needs(num_positive, num_negative, group_size, min_positive) -> (need_pos, need_neg)``: how many more positives and
 negatives it waits for (zero or less: met). The rule holds exactly when both are ``<= 0``; the Beta-posterior and
-budget allocations (:mod:`reinforce_ada.core.beta_allocation`) plan with this form. ``tests/core/test_exit_forms.py``
+budget allocations (:mod:`reinforce_ada.core.allocation.exit_probability`) plan with this form. ``tests/core/test_exit_forms.py``
 checks that the two forms of every rule agree.
 """
 

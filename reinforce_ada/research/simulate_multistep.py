@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.config import EstConfig, SamplerConfig
-from reinforce_ada.core.objectives import HARD_BELOW
+from reinforce_ada.core.allocation import HARD_BELOW
 from reinforce_ada.errors import ConfigError, UsageError
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.research.latency import LatencyModel, TimedGenerator, batched_time, run_streaming

@@ -33,8 +33,8 @@ from reinforce_ada.runs.metrics_file import check_metrics_agree
 
 logger = logging.getLogger(__name__)
 
-RUN_FILES = ("config.json", "config_history.jsonl", "metrics.jsonl", "summary.json", "strata.json", "plots", "tensorboard",
-             "wandb")
+RUN_FILES = ("config.json", "config_history.jsonl", "metrics.jsonl", "summary.json", "strata.json", "held_out.jsonl",
+             "plots", "tensorboard", "wandb")
 """Files and folders a training run writes into its folder (besides ``checkpoint-*``)."""
 
 

@@ -8,7 +8,7 @@ Each step, for the step's prompts ``x``:
    ``lam``; an unseen prompt has ``alpha / (alpha + beta)``);
 2. ``N_x`` proportional to the objective's sample weight ``w_sample(p_hat_x)`` -- ``1 / sqrt(p_hat_x + eps)`` under the
    log objective with ``sample_share = 1/2`` -- clipped to ``[N_min, N_max]`` and summing to ``N_total`` exactly
-   (:func:`~reinforce_ada.core.objectives.allocate_samples`: water-filling, then largest-remainder rounding);
+   (:func:`~reinforce_ada.core.allocation.allocate_samples`: water-filling, then largest-remainder rounding);
 3. all ``N_x`` samples of every prompt drawn in **one** generation call and scored;
 4. every sample trained on (``selection="all"``: no downsampling), with advantage
    ``A_i = w_grad(rbar_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
@@ -34,14 +34,17 @@ from typing import Sequence
 import numpy as np
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.core.objectives import allocate_samples, allocation_summary, split_weights
+from reinforce_ada.core.advantages import baseline_advantages, group_statistics
+from reinforce_ada.core.allocation import allocate_samples, allocation_summary
+from reinforce_ada.core.objectives import split_weights
 from reinforce_ada.sampling.memory import PassRateMemory
-from reinforce_ada.sampling.pools import PoolSampler, remember_pools, score_into_pools, select_and_build
+from reinforce_ada.sampling.pools import (PoolSampler, remember_pools, score_into_pools, select_and_build,
+                                          weigh_advantages)
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Prompt, PromptPool, SampledBatch
 
-__all__ = ["EstSampler", "est_memory"]
+__all__ = ["EstSampler", "est_advantages", "est_allocation", "est_memory", "remember_visits"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +62,56 @@ def est_memory(config: SamplerConfig) -> PassRateMemory:
     return memory
 
 
+def est_allocation(memory: PassRateMemory, prompts: Sequence[Prompt | str | list], config: SamplerConfig
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(N_x, p_hat_x, N_total)`` for a step's prompts, from ``memory`` as it is (steps 1-2 of the module docstring).
+
+    ``prompts``: :class:`~reinforce_ada.types.Prompt`\\ s, or whatever else the memory keys by
+    (:func:`~reinforce_ada.sampling.memory.prompt_key`: a prompt's text or messages). The one allocation every Est
+    runs with -- this library's sampler, TRL's ``AdaGRPOTrainer`` and verl's v1 trainer.
+    """
+    budget = config.est.step_budget(len(prompts))
+    p_hat = np.array([memory.pass_rate(p) for p in prompts], dtype=np.float64)  # (B,)
+    # est.allocation="variance-optimal" is the log objective with sample_share_in_use "variance-optimal"
+    w_sample, _ = split_weights(config.objective_in_use, p_hat, sample_share=config.sample_share_in_use,
+                                eps=config.objective_eps)
+    counts = allocate_samples(w_sample, budget, config.est.min_samples, config.est.max_samples)
+    return counts, p_hat, budget
+
+
+def est_advantages(rewards: np.ndarray, index: np.ndarray, config: SamplerConfig
+                   ) -> tuple[np.ndarray, dict[str, float]]:
+    """Step 4 for samples grouped by prompt: ``A_i = w_grad(rbar_x) (r_i - rbar_x)``, where ``rbar_x`` is the mean
+    reward of every sample of ``i``'s prompt (``index[i]``: any hashable prompt id; groups of any size, never a
+    reshape), and the gradient-weight metrics (:func:`~reinforce_ada.sampling.pools.weigh_advantages`).
+
+    The same numbers as :class:`EstSampler`'s batch for the same rewards (``advantage="pool"``, every sample kept: the
+    pool is the group), up to the last bit of the mean (summed here at once, there one sample at a time); with
+    ``normalize_std`` the centred rewards are first divided by the prompt's reward std + ``epsilon``. A prompt with a
+    single sample gets 0, as in :mod:`reinforce_ada.core.advantages`.
+
+    >>> cfg = SamplerConfig.reinforce_ada_est()
+    >>> a, _ = est_advantages(np.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0]), np.array([0, 0, 0, 0, 1, 1]), cfg)
+    >>> np.round(a, 3).tolist()     # prompt 0: (r - 1/4) / sqrt(1/4 + 1e-6); prompt 1 has no signal
+    [1.5, -0.5, -0.5, -0.5, 0.0, 0.0]
+    """
+    mean, std, count = group_statistics(rewards, index)  # (S,) each: the prompt's, per sample
+    centred = baseline_advantages(rewards, mean, std, count, normalize_std=config.normalize_std,
+                                  epsilon=config.epsilon)
+    return weigh_advantages(centred, mean, config)
+
+
+def remember_visits(memory: PassRateMemory, keys: Sequence[Prompt | str | list], num_positive: Sequence[float],
+                    num_negative: Sequence[float]) -> None:
+    """Step 5 for a step's visits, in order, then one tick of the memory's clock: what an integration that scores
+    outside :class:`EstSampler` calls with every process's ``(key, positives, negatives)``, in the same order on
+    every process, so that the memories stay identical. A visit with no scored sample leaves its prompt as it was."""
+    for key, pos, neg in zip(keys, num_positive, num_negative, strict=True):
+        if pos + neg > 0:
+            memory.update(key, pos, neg)
+    memory.advance()
+
+
 class EstSampler(PoolSampler):
     """Reinforce-Ada-Est (see the module docstring); ``config.mode`` must be ``"est"``."""
 
@@ -73,15 +126,8 @@ class EstSampler(PoolSampler):
         self.generator = generator
 
     def allocate(self, prompts: Sequence[Prompt]) -> tuple[np.ndarray, np.ndarray, int]:
-        """``(N_x, p_hat_x, N_total)`` for the step's prompts, from the memory as it is (steps 1-2)."""
-        cfg = self.config
-        budget = cfg.est.step_budget(len(prompts))
-        p_hat = np.array([self.memory.pass_rate(p) for p in prompts], dtype=np.float64)  # type: ignore[union-attr]
-        # est.allocation="variance-optimal" is the log objective with sample_share_in_use "variance-optimal"
-        w_sample, _ = split_weights(cfg.objective_in_use, p_hat, sample_share=cfg.sample_share_in_use,
-                                    eps=cfg.objective_eps)
-        counts = allocate_samples(w_sample, budget, cfg.est.min_samples, cfg.est.max_samples)
-        return counts, p_hat, budget
+        """``(N_x, p_hat_x, N_total)`` for the step's prompts, from the memory as it is (:func:`est_allocation`)."""
+        return est_allocation(self.memory, prompts, self.config)  # type: ignore[arg-type]
 
     def sample(self, prompts: Sequence[Prompt]) -> SampledBatch:
         cfg = self.config

@@ -1,6 +1,6 @@
 """How many samples a prompt asks for next in a streaming step, and what more samples can still buy it -- the
 per-prompt allocation :class:`~reinforce_ada.sampling.scheduler.StreamingScheduler` consults, on the Beta posterior
-of the prompt's pass rate (:mod:`reinforce_ada.core.beta_allocation`).
+of the prompt's pass rate (:mod:`reinforce_ada.core.allocation.exit_probability`).
 
 :class:`PromptState` is one prompt's place in the step (pool, budget, prior, requests in flight, the decisions made);
 :class:`StreamingAllocation` answers, for a state: how many samples to submit now (``num_to_submit``: ``M`` at a time
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.core.beta_allocation import (
+from reinforce_ada.core.allocation.exit_probability import (
     exit_needs,
     exit_probability,
     other_class_rate,
@@ -82,7 +82,7 @@ class StreamingAllocation:
 
     def signal_rate(self, state: PromptState) -> float:
         """Best signal-prompts per sample under the prompt's prior
-        (:func:`~reinforce_ada.core.beta_allocation.signal_rate`)."""
+        (:func:`~reinforce_ada.core.allocation.exit_probability.signal_rate`)."""
         return signal_rate(state.prior[0], state.prior[1], self.config.group_size, state.budget)
 
     def other_class_rate(self, state: PromptState) -> float:
@@ -93,7 +93,7 @@ class StreamingAllocation:
 
     def samples_before_give_up(self, state: PromptState) -> int:
         """Most samples to request before the give-up point of ``min_signal_rate``
-        (:func:`~reinforce_ada.core.beta_allocation.samples_before_give_up`)."""
+        (:func:`~reinforce_ada.core.allocation.exit_probability.samples_before_give_up`)."""
         pool = state.pool
         return samples_before_give_up(state.prior[0] + pool.num_positive, state.prior[1] + pool.num_negative,
                                       pool.num_positive, pool.num_negative, state.budget,

@@ -5,7 +5,7 @@ Reinforce-Ada (arXiv 2510.04996, Alg. 1): every still-active prompt gets ``M`` m
 group of ``n`` and the advantages use the *whole pool's* statistics. Plain GRPO is the same loop with one round and
 the ``once`` exit rule (:meth:`SamplerConfig.grpo`); DAPO's dynamic sampling is :class:`DynamicSampler`. Budget mode
 (``allocation="budget"``, beyond the paper) runs the same loop with one sample budget per step, allocated over the
-batch's prompts each round by :func:`reinforce_ada.core.budget_allocation.budget` from a cross-step pass-rate memory.
+batch's prompts each round by :func:`reinforce_ada.core.allocation.budget.budget` from a cross-step pass-rate memory.
 
 Departures from the reference implementation: pool statistics are exact running moments (any real reward, not
 0/1 counts); within-class selection is a seeded random choice rather than "first k"; a failing verifier call is
@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 
 from reinforce_ada.config import DynamicSamplingConfig, SamplerConfig
 from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES, get_allocation_rule
-from reinforce_ada.core.budget_allocation import PoolState
+from reinforce_ada.core.allocation.budget import PoolState
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import (

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.core.beta_allocation import THRESHOLD_EXIT_RULES
+from reinforce_ada.core.allocation.exit_probability import THRESHOLD_EXIT_RULES
 from reinforce_ada.core.exits import get_exit_rule
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.pools import GroupSelector, add_scored, check_exit, remember_pools, select_and_build

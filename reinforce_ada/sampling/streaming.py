@@ -6,7 +6,7 @@ prompt. Here each *sample* is its own request to an asynchronous engine, and eac
 
 1. A prompt's next request size comes from its allocation rule. ``"beta"`` (default): the smallest ``k`` whose
    probability of meeting the exit rule reaches ``target`` under the Beta posterior on its pass rate
-   (:mod:`reinforce_ada.core.beta_allocation`); the prior is uniform, or comes from the cross-step
+   (:mod:`reinforce_ada.core.allocation.exit_probability`); the prior is uniform, or comes from the cross-step
    :class:`~reinforce_ada.sampling.memory.PassRateMemory`. ``"fixed"``: ``M`` more once the previous ``M`` are scored.
 2. Completions are scored as they finish; the exit rule is checked after every one. The moment a prompt exits, its
    in-flight requests are cancelled (the engine stops generating them). A prompt that has not exited gets its next

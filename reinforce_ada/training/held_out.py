@@ -10,6 +10,8 @@ evaluation measures from the samples it draws anyway.
   ``eval/num_prompts/<stratum>``, ``eval/pass@k`` for k = 1, 2, 4, ... up to ``eval_samples``, and ``eval/entropy``
   (the policy's mean token entropy over the sampled completion tokens). None of them draws a sample or a random
   number.
+* :func:`held_out_record` -- one evaluation's per-prompt results, a line of the run folder's :data:`HELD_OUT_FILE`:
+  what ``compare --lr-selection split`` needs to choose a learning rate on some held-out prompts and report on others.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from reinforce_ada.types import Prompt
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["evaluation_metrics", "fix_strata", "strata_seed"]
+__all__ = ["HELD_OUT_FILE", "evaluation_metrics", "fix_strata", "held_out_record", "strata_seed"]
+
+HELD_OUT_FILE = "held_out.jsonl"
+"""One line per held-out evaluation (:func:`held_out_record`). A resumed run appends again from its checkpoint's
+step, so a reader keeps the last line of each step."""
 
 
 def strata_seed(seed: int) -> int:
@@ -80,3 +86,14 @@ def evaluation_metrics(counts: SampledAccuracy, num_samples: int, strata: Sequen
     if tokens:
         metrics["eval/entropy"] = total / tokens
     return metrics
+
+
+def held_out_record(step: int, keys: Sequence[str], counts: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """One evaluation's per-prompt results: ``{"step", "keys", "samples", "correct"}``, the held-out prompts' content
+    hashes (:func:`reinforce_ada.sampling.memory.prompt_key`) in order with each one's samples scored and correct.
+
+    >>> held_out_record(32, ["a1", "b2"], [(4, 1), (4, 0)])
+    {'step': 32, 'keys': ['a1', 'b2'], 'samples': [4, 4], 'correct': [1, 0]}
+    """
+    return {"step": int(step), "keys": list(keys), "samples": [n for n, _ in counts],
+            "correct": [c for _, c in counts]}

@@ -38,6 +38,7 @@ from reinforce_ada.runs.inputs import input_files, prompts_fingerprint, weights_
 from reinforce_ada.runs.lock import RunLock
 from reinforce_ada.runs.resume import decide_start
 from reinforce_ada.sampling.factory import build_sampler
+from reinforce_ada.sampling.memory import prompt_key
 from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationError
 from reinforce_ada.training.guards import (GenerationStopped, RunInterrupted, RunStopped, check_finite,
                                            check_prompt_lengths, check_verifier_failures, watch_verifier)
@@ -46,7 +47,7 @@ from reinforce_ada.training.preflight import check_memory_seed, check_step_budge
 from reinforce_ada.training.setup import (apply_optimizer_settings, check_report_to, load_data, load_model,
                                           make_generator, make_optimizer, reference_model, resolve_device,
                                           seed_everything, trainer_generator, wrap_lora)
-from reinforce_ada.training.held_out import evaluation_metrics, fix_strata
+from reinforce_ada.training.held_out import HELD_OUT_FILE, evaluation_metrics, fix_strata, held_out_record
 from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences, token_entropy
 from reinforce_ada.types import Prompt
 from reinforce_ada.verifiers.registry import verifier_stats
@@ -383,6 +384,9 @@ class Trainer:
         strata = self.strata.of(self.eval_prompts) if self.strata is not None else None
         self.eval_metrics = {"eval/accuracy": counts.accuracy, **mismatch,
                              **evaluation_metrics(counts, self.config.eval_samples, strata, entropy)}
+        keys = [prompt_key(p) for p in self.eval_prompts]
+        with (self.output_dir / HELD_OUT_FILE).open("a") as fh:  # per prompt, for compare --lr-selection split
+            fh.write(json.dumps(held_out_record(self.step, keys, counts.counts)) + "\n")
         return counts.accuracy
 
     def _fix_strata(self) -> Strata:

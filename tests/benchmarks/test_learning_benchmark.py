@@ -48,7 +48,7 @@ def test_an_out_folder_that_is_not_a_comparison_is_refused_before_training(tmp_p
 def test_statistics_by_hand():
     bench = load_benchmark()
     mean, half = bench.t_interval([1.0, 2.0, 3.0])
-    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert mean == 2.0 and half == pytest.approx(4.302653 * 1.0 / math.sqrt(3))  # t_0.975 at 2 df: 4.302653
     history = [[0, 0, 0.2], [4, 100, 0.4], [8, 300, 0.5]]
     assert bench.accuracy_at_tokens(history, 50) == pytest.approx(0.3)
     assert bench.accuracy_at_tokens(history, 200) == pytest.approx(0.45)

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from reinforce_ada.core.beta_allocation import THRESHOLD_EXIT_RULES, exit_needs
+from reinforce_ada.core.allocation.exit_probability import THRESHOLD_EXIT_RULES, exit_needs
 from reinforce_ada.core.exits import EXIT_RULES, EXIT_THRESHOLDS, get_exit_rule
 
 

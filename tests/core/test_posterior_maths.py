@@ -2,7 +2,7 @@
 
 import pytest
 
-from reinforce_ada.core.beta_allocation import other_class_rate, samples_before_give_up, signal_rate
+from reinforce_ada.core.allocation.exit_probability import other_class_rate, samples_before_give_up, signal_rate
 
 
 def test_signal_rate_by_hand():

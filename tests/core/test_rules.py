@@ -38,7 +38,7 @@ def test_mixed_exit(pos, neg, n, expected):
 
 
 def test_mixed_exit_beta_allocation():
-    from reinforce_ada.core.beta_allocation import beta_request, exit_needs, exit_probabilities
+    from reinforce_ada.core.allocation.exit_probability import beta_request, exit_needs, exit_probabilities
 
     assert exit_needs("mixed", 0, 0, 4) == (1, 1) and exit_needs("mixed", 2, 0, 4) == (0, 1)
     assert exit_needs("mixed", 1, 5, 4) == (0, 0)

@@ -66,30 +66,37 @@ def test_trl_builds_the_sampler_config_from_its_fields(tmp_path):
 
 
 def test_verl_refuses_est_and_the_objective_by_name():
-    """Est trains on a different number of samples per prompt and verl on exactly rollout.n rows: refused with the
-    reason and what to use instead; so is every other excluded key (not an 'unknown key')."""
+    """The round-based sampler's block (legacy trainer) refuses Est's keys with where they run instead (Est on the v1
+    trainer, tests/integrations/test_verl_v1_est.py); so is every other excluded key (not an 'unknown key')."""
     pytest.importorskip("verl")
     from reinforce_ada.config import ConfigError
     from reinforce_ada.integrations.verl.config import sampler_settings
 
-    with pytest.raises(ConfigError, match=r"reinforce_ada\.mode is not taken .*--strategy ada-est"):
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.mode is not taken .*reinforce_ada_est and trainer\.use_v1"):
         sampler_settings({"reinforce_ada": {"mode": "est"}})
-    with pytest.raises(ConfigError, match=r"reinforce_ada\.objective is not taken .*standalone trainer"):
+    with pytest.raises(ConfigError, match=r"reinforce_ada\.objective is not taken .*Est on the v1 trainer"):
         sampler_settings({"reinforce_ada": {"objective": "log"}})
     with pytest.raises(ConfigError, match=r"reinforce_ada\.est is not taken"):
         sampler_settings({"reinforce_ada": {"est": {"decay": 0.5}}})
 
 
-def test_trl_refuses_est_and_the_objective_by_name(tmp_path):
+def test_trl_takes_est_and_the_objective_under_the_standalone_names(tmp_path):
+    """mode='est' with est_<name> for sampler.est.<name> and memory_seed for sampler.memory.seed; the objective family
+    for Est and for Seq's explicit weight."""
     pytest.importorskip("trl")
-    from reinforce_ada.config import ConfigError
-    from reinforce_ada.integrations.trl.config import AdaGRPOConfig
+    from reinforce_ada.config import EstConfig
+    from reinforce_ada.integrations.trl.config import EST_FIELDS, AdaGRPOConfig
 
-    common = dict(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, report_to="none",
-                  use_cpu=True)
-    with pytest.raises(ConfigError, match="mode='est'.*Reinforce-Ada-Est.*--strategy ada-est"):
-        AdaGRPOConfig(mode="est", **common)
-    with pytest.raises(ConfigError, match="objective='log'.*standalone trainer"):
-        AdaGRPOConfig(objective="log", **common)
-    config = AdaGRPOConfig(objective="linear", **common)  # ordinary RL: accepted
-    assert config.sampler_config().objective_in_use == "linear"
+    declared = AdaGRPOConfig.__dataclass_fields__
+    for name in EstConfig.__dataclass_fields__:  # same default, the standalone help
+        assert f"est_{name}" in EST_FIELDS and declared[f"est_{name}"].default == EstConfig().__dict__[name], name
+    common = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    est = AdaGRPOConfig(mode="est", num_generations=8, per_device_train_batch_size=8, est_decay=0.5,
+                        est_prior_beta=16.0, est_max_samples=12, objective="power:0.5", sample_share=0.25,
+                        **common).sampler_config()
+    assert (est.mode, est.est.decay, est.est.prior_beta, est.est.max_samples, est.objective_in_use,
+            est.sample_share_in_use) == ("est", 0.5, 16.0, 12, "power:0.5", 0.25)
+    seq = AdaGRPOConfig(objective="log", num_generations=2, per_device_train_batch_size=2, **common).sampler_config()
+    assert seq.mode == "rounds" and seq.weights_gradient
+    assert AdaGRPOConfig(objective="linear", num_generations=2, per_device_train_batch_size=2,
+                         **common).sampler_config().objective_in_use == "linear"

@@ -31,8 +31,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_processes_agree_on_rounds(tmp_path):
+def _launch(tmp_path, *script_args) -> None:
     accelerate = shutil.which("accelerate")
     if accelerate is None:
         pytest.skip("the accelerate launcher is not on PATH")
@@ -43,14 +42,18 @@ def test_two_processes_agree_on_rounds(tmp_path):
     # them train on the CPU with the gloo backend (no GPU is needed).
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
-           str(SCRIPT), str(tmp_path)]
+           str(SCRIPT), str(tmp_path), *script_args]
     try:
         proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"the two-process run did not finish in 300 s (a collective hang?)\n{err.stderr}")
     assert proc.returncode == 0, proc.stderr[-4000:]
 
-    results = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
+
+@pytest.mark.slow
+def test_two_processes_agree_on_rounds(tmp_path):
+    _launch(tmp_path, "rounds")
+    results = [json.loads((tmp_path / f"rounds-rank{i}.json").read_text()) for i in range(2)]
     for mode in ("plain", "server"):
         runs = [r[mode] for r in results]
         assert [r["num_processes"] for r in runs] == [2, 2]
@@ -75,3 +78,34 @@ def test_two_processes_agree_on_rounds(tmp_path):
     assert other["client_calls"] is None
     assert main["client_calls"] == [{"num_prompts": 2 * 2 * 2, "n": 1}] * (2 * MAX_ROUNDS)
     assert main["weight_syncs"] == 2
+
+
+@pytest.mark.slow
+def test_two_processes_share_one_est_memory(tmp_path):
+    """Est on two processes: each process's rows are its own prompts' allocation (16 rows, 2 prompts), the memories
+    are identical after every step, and a prompt drawn by the other process next uses the estimate its last visit
+    left -- whichever process made that visit."""
+    from reinforce_ada.sampling.memory import PassRateMemory
+
+    _launch(tmp_path, "est")
+    runs = [json.loads((tmp_path / f"est-rank{i}.json").read_text())["est"] for i in range(2)]
+    assert [r["global_step"] for r in runs] == [6, 6]
+    steps = [r["steps"] for r in runs]
+    moved = 0
+    last_rank: dict[str, int] = {}
+    for t in range(6):
+        assert steps[0][t]["memory"] == steps[1][t]["memory"], f"the memories differ after step {t + 1}"
+        for rank in (0, 1):
+            step = steps[rank][t]
+            assert step["rows"] == step["loss_rows"] == sum(step["counts"]) == 16 and len(step["keys"]) == 2
+            if t == 0:
+                continue
+            memory = PassRateMemory()
+            memory.load_state_dict(steps[rank][t - 1]["memory"])
+            assert step["p_hat"] == [memory.pass_rate(k) for k in step["keys"]]
+            for key in step["keys"]:
+                moved += last_rank.get(key, rank) != rank
+        for rank in (0, 1):
+            last_rank.update({key: rank for key in steps[rank][t]["keys"]})
+    assert moved > 0, "no prompt moved between the processes: the test shows nothing"
+    assert sorted({k for s in steps[0] + steps[1] for k in s["keys"]}) == sorted(steps[0][-1]["memory"]["entries"])

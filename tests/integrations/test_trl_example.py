@@ -57,3 +57,13 @@ def test_smoke_test_trains_two_steps(example, tmp_path):
     logged = [h for h in trainer.state.log_history if "ada/samples_per_prompt" in h]
     assert len(logged) == 2
     assert all(2 <= h["ada/samples_per_prompt"] <= 2 * 2 for h in logged)
+
+
+def test_est_defaults_and_smoke_test(example, tmp_path):
+    _, args = example.parse_args(["--est", "--output_dir", str(tmp_path), "--use_cpu", "true"])
+    assert (args.mode, args.num_generations, args.est_samples_per_prompt, args.scale_rewards) == ("est", 8, 8, "none")
+    assert (args.loss_type, args.epsilon, args.epsilon_high, args.use_vllm) == ("dapo", 0.2, 0.28, True)
+    trainer = example.main(["--est", "--smoke_test", "--output_dir", str(tmp_path)])
+    assert trainer.state.global_step == 2
+    logged = [h for h in trainer.state.log_history if "ada/est/alloc_mean" in h]
+    assert [h["ada/est/alloc_mean"] for h in logged] == [8.0, 8.0]  # 16 rows over 2 prompts each step

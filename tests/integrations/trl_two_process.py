@@ -10,7 +10,10 @@ gloo). The dataset is ordered so that one process holds only "easy" prompts (the
   broadcast, slice per process) and weight sync, with only the HTTP client replaced by :class:`FakeVLLMClient`, which
   exists on the main process alone (another process touching it would fail).
 
-Each process writes ``OUT_DIR/rank{i}.json`` with, per run and training step, its own number of sampling rounds and
+A third, ``est`` (``... OUT_DIR est``): Reinforce-Ada-Est on the two processes, writing ``OUT_DIR/est-rank{i}.json``
+with each step's keys, counts, estimates and memory.
+
+Each process writes ``OUT_DIR/rounds-rank{i}.json`` with, per run and training step, its own number of sampling rounds and
 the number of generation rounds it took part in (which must be equal on every process).
 """
 
@@ -115,13 +118,67 @@ def train(out_dir: str, mode: str) -> dict:
     }
 
 
-def main(out_dir: str) -> None:
-    results = {mode: train(out_dir, mode) for mode in ("plain", "server")}
+def est_reward(prompts, completions, **kwargs):
+    """1+1 and 2+2 always correct; 3+3 and 4+4 when the completion's first character code is divisible by 4."""
+    return [1.0 if p in ("1+1=", "2+2=") else float(bool(c) and ord(c[0]) % 4 == 0)
+            for p, c in zip(prompts, completions)]
+
+
+def train_est(out_dir: str) -> dict:
+    """Reinforce-Ada-Est on two processes: 4 prompts, 2 per process per step (the whole set every step, reshuffled
+    every step, so prompts move between processes); what each process allocated and remembered, step by step."""
+    from datasets import Dataset
+
+    from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer
+    from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+    from reinforce_ada.sampling.memory import prompt_key
+
+    class Recording(AdaGRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.record = []
+
+        def _est_generate_and_score(self, inputs):
+            original = self.ada_est.assign_rows
+            seen = {}
+
+            def assign(batch):
+                rows = original(batch)
+                step = self.ada_est.step
+                seen.update(keys=[prompt_key(p) for p in step.prompts], counts=step.counts.tolist(),
+                            p_hat=step.p_hat.tolist(), rows=len(rows))
+                return rows
+
+            self.ada_est.assign_rows = assign
+            try:
+                output = super()._est_generate_and_score(inputs)
+            finally:
+                del self.ada_est.assign_rows
+            self.record.append({**seen, "memory": self.ada_est.memory.state_dict(),
+                                "loss_rows": int(output["advantages"].numel())})
+            return output
+
+    dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
+    args = AdaGRPOConfig(
+        output_dir=os.path.join(out_dir, "est"), use_cpu=True, report_to=[], bf16=False, save_strategy="no",
+        mode="est", num_generations=8, per_device_train_batch_size=16, scale_rewards="none",
+        max_completion_length=MAX_COMPLETION_LENGTH, max_steps=6, logging_steps=1, learning_rate=1e-2, seed=0)
+    trainer = Recording(model=build_tiny_model(), reward_funcs=est_reward, args=args, train_dataset=dataset,
+                        processing_class=build_char_tokenizer())
+    trainer.train()
+    return {"global_step": trainer.state.global_step, "steps": trainer.record}
+
+
+def main(out_dir: str, which: str = "rounds") -> None:
+    if which == "est":
+        results = {"est": train_est(out_dir)}
+    else:
+        results = {mode: train(out_dir, mode) for mode in ("plain", "server")}
     from accelerate import PartialState
 
-    with open(os.path.join(out_dir, f"rank{PartialState().process_index}.json"), "w") as f:
+    with open(os.path.join(out_dir, f"{which}-rank{PartialState().process_index}.json"), "w") as f:
         json.dump(results, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

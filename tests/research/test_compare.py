@@ -13,6 +13,7 @@ import pytest
 
 from reinforce_ada import cli
 from reinforce_ada.research.compare.report import analyse
+from reinforce_ada.research.compare.selection import split_keys
 from reinforce_ada.research.compare.stats import t_interval
 
 TINY = ["--max-steps", "3", "--eval-steps", "1", "--eval-prompts", "8", "--batch-size", "8", "--num-threads", "1"]
@@ -41,7 +42,7 @@ def history_from_folder(folder: Path) -> list[list]:
 @pytest.mark.slow
 def test_a_small_grid_end_to_end_and_its_report_matches_the_run_folders(tmp_path, capsys):
     out = tmp_path / "cmp"
-    code, stdout, err = compare(capsys, out, "--parallel", "2")
+    code, stdout, err = compare(capsys, out, "--parallel", "2", "--lr-selection", "same")
     assert code == 0, err
     progress = [line for line in err.splitlines() if line.startswith("[")]
     assert len(progress) == 8 and all(" in 3 steps, " in line for line in progress)  # one line per run
@@ -95,8 +96,13 @@ def test_a_small_grid_end_to_end_and_its_report_matches_the_run_folders(tmp_path
         assert ada["paired"][key] == pytest.approx(values, abs=1e-6), key
         mean, half = t_interval(values)
         assert ada["paired_mean_ci95"][key] == pytest.approx([mean, half], abs=1e-6), key
-    assert ada["tokens_ratio"] == pytest.approx(np.mean([m[-1][1] for m in mine]) / tokens_budget)
-    assert ada["tokens_ratio"] > 1  # Ada-balanced draws more than GRPO's 4 samples per prompt
+    per_seed = [m[-1][1] / b[-1][1] for m, b in zip(mine, base)]  # its tokens over the same seed's grpo run
+    tokens = ada["cost_ratios"]["tokens"]
+    assert tokens["per_seed"] == pytest.approx(per_seed)
+    mean_log, half_log = t_interval(np.log(per_seed))
+    assert [tokens["geomean"], tokens["low"], tokens["high"]] == pytest.approx(
+        [math.exp(mean_log), math.exp(mean_log - half_log), math.exp(mean_log + half_log)])
+    assert tokens["geomean"] > 1  # Ada-balanced draws more than GRPO's 4 samples per prompt
     # the per-step time split comes from the runs' metrics, and its parts add up to the step
     split = ada["seconds_per_step"]
     assert split["generation"] + split["scoring"] + split["update"] + split["sync"] == pytest.approx(split["step"])
@@ -119,6 +125,36 @@ def test_a_small_grid_end_to_end_and_its_report_matches_the_run_folders(tmp_path
     code, _, err = compare(capsys, out, "--best-lr", "final")
     assert code == 2 and err.strip().splitlines()[-1].startswith(f"error: --out {out} holds a comparison with other "
                                                                  f"settings (best_lr: tokens there, final now)")
+
+    # the same runs with the lrs chosen on one half of each seed's held-out prompts, judged on the other: every
+    # number recomputed from the runs' per-prompt results (held_out.jsonl), by hand here
+    split = tmp_path / "split"
+    split.mkdir()
+    for name in names:
+        (split / name).symlink_to(out / name)
+    manifest = json.loads((out / "compare.json").read_text())
+    (split / "compare.json").write_text(json.dumps({**manifest, "lr_selection": "split"}))
+    code, _, err = compare(capsys, split, "--report-only")
+    assert code == 0, err
+    report = json.loads((split / "report.json").read_text())
+    assert report["selection"]["rule"] == "split" and report["selection"]["num_prompts"] == {"selection": 4,
+                                                                                             "report": 4}
+
+    def halves(name, seed):
+        lines = [json.loads(line) for line in (out / name / "held_out.jsonl").read_text().splitlines()]
+        by_step = {line["step"]: line for line in lines}  # a rerun's lines come last
+        chose, judged = split_keys(seed, by_step[0]["keys"])
+        return [[step] + [sum(c for k, c in zip(line["keys"], line["correct"]) if k in part)
+                          / sum(n for k, n in zip(line["keys"], line["samples"]) if k in part)
+                          for part in (chose, judged)] for step, line in sorted(by_step.items())]
+
+    on = {name: halves(name, int(name[-1])) for name in names}
+    final = {lr: np.mean([on[f"grpo-lr{lr}-seed{s}"][-1][1] for s in (0, 1)]) for lr in ("0.001", "0.002")}
+    assert report["strategies"]["grpo"]["best_lr"] == float(max(final, key=final.get))  # chosen on the first half
+    for run in report["runs"]:  # and reported on the second
+        name = f"{run['strategy']}-lr{run['lr']:g}-seed{run['seed']}"
+        assert [h[3] for h in run["history"]] == pytest.approx([row[2] for row in on[name]])
+    assert "every number here is measured on the other half (4 per seed)" in (split / "report.md").read_text()
 
 
 @pytest.fixture()
@@ -209,7 +245,9 @@ def test_report_rules_by_hand():
     assert fast["per_lr"]["1.0"]["short_of_seconds"] == 0 and fast["per_lr"]["2.0"]["short_of_seconds"] == 2
     # GRPO's mean final 0.4 is reached at step 4 by the fast strategy's mean curve, at 8 by GRPO's own
     assert fast["steps_to_baseline_final"]["ratio"] == pytest.approx(0.5)
-    assert fast["tokens_ratio"] == 1.0 and fast["seconds_ratio"] == 3.0
+    assert fast["cost_ratios"]["tokens"]["per_seed"] == [1.0, 1.0]
+    assert fast["cost_ratios"]["seconds"]["per_seed"] == [3.0, 3.0]
+    assert fast["cost_ratios"]["seconds"]["geomean"] == pytest.approx(3.0)
     assert math.isnan(report["strategies"]["grpo"]["zero_variance"])
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
 from reinforce_ada.research.compare.figure import plot_report
 from reinforce_ada.research.compare.markdown import format_report
-from reinforce_ada.research.compare.report import analyse, jsonable
+from reinforce_ada.research.compare.report import REPORT_FORMAT, analyse, jsonable
 from reinforce_ada.research.compare.stats import t975
 from reinforce_ada.research.compare.verdict import Z80, call, seeds_needed
 
@@ -105,7 +106,15 @@ def test_verdict_json_and_markdown_of_a_known_grid(tmp_path):
     assert text.startswith("## Verdict\n")
     assert "- **fast (lr 0.001)**: at equal tokens **ahead** (" in text
     assert "at equal seconds **behind**" in text
-    assert "- **lonely (lr 0.001)**: at equal tokens **inconclusive** (no seed that both it and the baseline " in text
+    assert "- **lonely (lr 0.001)**: at equal tokens **no resolved difference** (no seed that both it and the " \
+           "baseline " in text
+    assert "inconclusive" not in text.split("## The runs")[0] and " level" not in text  # the words say what was shown
+    # the verdict gives the interval as the range it spans: mean ± half as "low to high"
+    mean, half = fast["paired_mean_ci95"]["at_tokens"]
+    assert f"at equal tokens **ahead** ({mean - half:+.3f} to {mean + half:+.3f})" in text
+    # and what it cost: fast draws grpo's tokens in 3x its seconds, seed by seed
+    assert "Cost, per seed against the same seed's run (geometric mean [95% interval]): 1.00x [1.00, 1.00] grpo's " \
+           "tokens, 3.00x [3.00, 3.00] grpo's seconds." in text
     assert "(a one-lr grid says nothing about the lr)" in text and "(edge: the grid's only lr)" in text
     # every '-' cell carries a footnote, and every footnote is there
     slow_row = next(line for line in text.splitlines() if line.startswith("| slow @") and "(edge" in line)
@@ -169,10 +178,29 @@ def test_breakdown_by_stratum_pass_at_k_and_entropy_by_hand():
     text = format_report(report)
     assert "| ada | hard | 3.0 | 0.100 | 0.200 | 0.450 | +0.250 ± " in text
     assert "By difficulty stratum at grpo's tokens:" in text
-    assert "pass@2 (the largest k its evaluations give): at equal tokens inconclusive (+0.000 ± 0.000); at equal " \
-           "steps " in text
+    assert "pass@2 (the largest k its evaluations give): at equal tokens no resolved difference (+0.000 to +0.000); " \
+           "at equal steps " in text
+    # entropy paired like pass@k: ada at grpo's 800 tokens (its step 4) 0.55 against grpo's 0.4, at step 8 0.5 vs 0.4
+    assert ada["entropy"]["paired"]["at_tokens"] == pytest.approx([0.15, 0.15])
+    assert ada["entropy"]["paired"]["at_steps"] == pytest.approx([0.1, 0.1])
+    assert "Held-out token entropy (nats): at equal tokens ahead (+0.150 to +0.150); at equal steps ahead " \
+           "(+0.100 to +0.100)." in text
+    assert "| ada | 0.500 (+0.000 ± 0.000) | 0.550 (+0.150 ± 0.000) |" in text  # pass@2 and entropy at its tokens
     # a seed whose runs fixed other strata is left out of the strata and named
     runs[("ada", 1.0, 1)]["strata"] = {**strata, "digest": "other"}
     again = analyse(runs, ["grpo", "ada"], [1.0], "grpo", "tokens")["strategies"]["ada"]["breakdown"]["strata"]
     assert again["seeds_with_other_strata"] == [1] and again["by_stratum"]["hard"]["paired"]["at_steps"] == \
         pytest.approx([0.2])
+
+
+def test_the_documented_report_is_what_compare_writes_from_the_committed_json():
+    """docs/compare.md's "A real report" is report.md as `compare` writes it from its committed report.json (the
+    runs' own notes on seconds follow it), so the words and numbers shown are this version's."""
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "benchmarks" / "results" / "compare_builtin_2x3.json").read_text())
+    assert report["format"] == REPORT_FORMAT and report["selection"]["rule"] == "split"
+    docs = (root / "docs" / "compare.md").read_text()
+    shown = docs[docs.index("#### Verdict"):docs.index("How to read it.")]
+    shown = "\n".join(line for line in shown.splitlines() if "img/compare-builtin-2x3.png" not in line)
+    shown = re.sub(r"^#### ", "## ", shown, flags=re.M)
+    assert shown.startswith(format_report(report).rstrip("\n"))

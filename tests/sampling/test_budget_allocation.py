@@ -1,4 +1,4 @@
-"""Budget mode: the allocation arithmetic (core/budget_allocation.py) and the round-based sampler running it."""
+"""Budget mode: the allocation arithmetic (core/allocation/budget.py) and the round-based sampler running it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES
-from reinforce_ada.core.budget_allocation import PoolState, allocate, best_increment, budget, value_curve
+from reinforce_ada.core.allocation.budget import PoolState, allocate, best_increment, budget, value_curve
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.sampler import AdaptiveSampler
 

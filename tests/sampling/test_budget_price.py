@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 from reinforce_ada.config import ConfigError, SamplerConfig, TrainConfig
-from reinforce_ada.core.budget_allocation import PoolState, allocate, budget, value_curve
+from reinforce_ada.core.allocation.budget import PoolState, allocate, budget, value_curve
 from reinforce_ada.sampling.memory import PassRateMemory
 from reinforce_ada.sampling.sampler import AdaptiveSampler
 

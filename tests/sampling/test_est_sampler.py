@@ -211,3 +211,31 @@ def test_est_memory_is_seeded_from_a_select_prompts_file(tmp_path):
     assert [sampler.memory.pass_rate(p) for p in prompts] == pytest.approx([2 / 18, 13 / 18])
     counts, _, _ = sampler.allocate(prompts)
     assert counts.tolist() == [11, 5] and counts.sum() == 16
+
+
+@pytest.mark.parametrize("est", [{}, {"allocation": "variance-optimal"}])
+def test_the_integrations_functions_give_the_samplers_counts_advantages_and_memory(est):
+    """est_allocation / est_advantages / remember_visits -- what TRL's and verl's Est call with their own generation and
+    rewards -- reproduce EstSampler's counts and memory bit for bit and its advantages to the mean's last bit, visit after visit,
+    for groups of unequal size."""
+    from reinforce_ada.sampling.estimate import est_advantages, est_allocation, est_memory, remember_visits
+
+    rng = np.random.default_rng(0)
+    rates = {pid: rate for pid, rate in zip("abcdef", [0.05, 0.2, 0.5, 0.8, 1.0, 0.0])}
+    script = lambda pid, k: float(rng.random() < rates[pid])  # noqa: E731
+    config = est_config(samples_per_prompt=8, **est)
+    sampler = build_sampler(config, ScriptedGenerator(script), ScriptedVerifier())
+    memory = est_memory(config)
+    prompts = make_prompts("abcdef")
+    for _ in range(4):
+        counts, p_hat, _ = est_allocation(memory, prompts, config)
+        batch = sampler.sample(prompts)
+        assert [len(g.completions) for g in batch.groups] == counts.tolist()
+        rewards = np.array([c.reward for g in batch.groups for c in g.completions])
+        index = np.repeat([g.prompt_id for g in batch.groups], counts)
+        advantages, _ = est_advantages(rewards, index, config)
+        np.testing.assert_allclose(advantages, batch.advantages, rtol=1e-12, atol=1e-15)  # the mean's last bit
+        positives = [sum(c.reward > config.positive_threshold for c in g.completions) for g in batch.groups]
+        remember_visits(memory, prompts, positives, [n - k for n, k in zip(counts, positives)])
+        assert memory.state_dict() == sampler.memory.state_dict()
+    assert len(set(counts.tolist())) > 1  # the allocation moved off the even split

@@ -13,6 +13,11 @@ batch sizes, logging). What changes:
   :mod:`reinforce_ada.integrations.trl.advantages`.
 * Exits and selection look at *correctness*: the rewards of ``correctness_reward_funcs`` (required when there are
   several reward functions, so that e.g. a format reward does not make every well-formatted completion "positive").
+* ``mode="est"`` runs Reinforce-Ada-Est (arXiv 2510.04996v3, Alg. 1) instead of the rounds: each step's rows are
+  handed out among its prompts by a per-prompt pass-rate memory (``est_*`` fields, the standalone ``sampler.est.*``
+  under TRL's flat names), one generation call, every row trained on with ``(r - rbar) / sqrt(rbar + eps)``
+  (:mod:`reinforce_ada.integrations.trl.est`). ``num_generations`` is then the budget per prompt
+  (``est_samples_per_prompt``, 8 by default: GRPO-n8's samples).
 
 TRL needs exactly ``num_generations`` completions per prompt (fixed shapes), so the sampler is always run with
 ``unexited="keep"`` (a prompt that never met its exit rule still yields a group, selected from its ``M * N`` pool)
@@ -28,7 +33,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from reinforce_ada.config import ConfigError, SamplerConfig, field_docs
+from reinforce_ada.config import ConfigError, EstConfig, MemoryConfig, SamplerConfig, field_docs
 from reinforce_ada.integrations.trl.advantages import AGGREGATIONS, normalize_scale_rewards
 
 
@@ -39,10 +44,26 @@ def sampler_field(name: str, note: str = "") -> Any:
     return field(default=default, metadata={"help": " ".join(filter(None, [field_docs(SamplerConfig)[name], note]))})
 
 
+def est_field(name: str, note: str = "") -> Any:
+    """The field ``est_<name>``: :class:`EstConfig`'s field ``name`` (the standalone ``sampler.est.<name>``), its
+    default and its docstring as the help."""
+    default = EstConfig.__dataclass_fields__[name].default
+    return field(default=default, metadata={"help": " ".join(filter(None, [
+        f"mode='est' only (sampler.est.{name}).", field_docs(EstConfig)[name], note]))})
+
+
 SAMPLER_FIELDS = ("samples_per_round", "max_rounds", "exit_rule", "min_positive", "positive_threshold", "selection",
-                  "advantage", "importance_weights", "allocation", "budget_half_life", "sample_budget_per_step")
+                  "advantage", "importance_weights", "allocation", "budget_half_life", "sample_budget_per_step",
+                  "mode", "objective", "sample_share", "objective_eps", "max_grad_weight")
 """The :class:`SamplerConfig` fields :class:`AdaGRPOConfig` declares under the same name (via :func:`sampler_field`,
 so with the same default and help)."""
+
+EST_FIELDS = tuple(f"est_{name}" for name in EstConfig.__dataclass_fields__)
+"""Est's settings, ``sampler.est.<name>`` as the flat field ``est_<name>`` (same default and help)."""
+
+ROUNDS_ONLY = ("samples_per_round", "max_rounds", "exit_rule", "min_positive", "selection", "advantage",
+               "importance_weights", "allocation", "budget_half_life", "sample_budget_per_step", "rescore_kept")
+"""Fields of the round-based sampler that ``mode="est"`` does not use (refused there when changed)."""
 
 NOT_IN_TRL: dict[str, str] = {
     "group_size": "TRL's num_generations (the one field under TRL's name)",
@@ -58,18 +79,9 @@ NOT_IN_TRL: dict[str, str] = {
     "budget_min_group": "a setting of budget_skip=True, which TRL cannot use",
     "budget_overdraw": "needs budget_skip=True: TRL trains every prompt it is given",
     "budget_min_signal_rate": "needs budget_skip=True: TRL trains every prompt it is given",
-    "mode": "TRL generates in batches: the round-based sampler only. Declared to refuse Reinforce-Ada-Est "
-            "(mode='est') by name: it trains on every sample, a different number per prompt, and TRL trains on exactly "
-            "num_generations completions per prompt; run Est with the standalone trainer (reinforce-ada train "
-            "--strategy ada-est)",
-    "streaming": "TRL generates in batches: the round-based sampler only",
-    "memory": "budget mode's memory keeps its defaults",
-    "est": "Reinforce-Ada-Est's settings: Est runs in the standalone trainer only (see mode)",
-    "objective": "declared to refuse any objective but 'linear' by name: the non-linear objective's gradient weight is "
-                 "applied by the standalone trainer only (reinforce-ada train --sampler.objective log)",
-    "sample_share": "a setting of objective, which TRL does not apply",
-    "objective_eps": "a setting of objective, which TRL does not apply",
-    "max_grad_weight": "a setting of objective, which TRL does not apply",
+    "streaming": "TRL generates in batches: the round-based sampler or Est only",
+    "memory": "memory.seed is memory_seed (Est's memory); budget mode's memory keeps its other defaults",
+    "est": "declared as flat fields est_<name> (est_decay, est_min_samples, ...): TRL's config has no sections",
 }
 """The :class:`SamplerConfig` fields :class:`AdaGRPOConfig` does not declare under their own name, with why."""
 
@@ -111,14 +123,29 @@ class AdaGRPOConfig(GRPOConfig):
                            "is per generation batch of this process).")
     budget_half_life: float | None = sampler_field("budget_half_life")
     sample_budget_per_step: int | None = sampler_field("sample_budget_per_step")
-    mode: str = field(
-        default="rounds",
-        metadata={"help": "Only 'rounds': " + NOT_IN_TRL["mode"].split(". ", 1)[1] + "."},
-    )
-    objective: str | None = field(
+    mode: str = sampler_field(
+        "mode", note="Here 'rounds' (the default) or 'est'; under 'est' num_generations is the budget per prompt "
+                     "(est_samples_per_prompt) and the round-based fields are not used.")
+    objective: str | None = sampler_field(
+        "objective", note="Under 'rounds' its gradient weight multiplies TRL's advantages, at the pool's mean reward "
+                          "(TRL's weighted reward sum).")
+    sample_share: float | str | None = sampler_field("sample_share")
+    objective_eps: float = sampler_field("objective_eps")
+    max_grad_weight: float | None = sampler_field("max_grad_weight")
+    est_min_samples: int = est_field("min_samples")
+    est_max_samples: int | None = est_field("max_samples")
+    est_samples_per_prompt: int = est_field(
+        "samples_per_prompt", note="TRL's step holds num_generations rows per prompt, so this must equal "
+                                   "num_generations.")
+    est_budget: int | None = est_field(
+        "budget", note="Not settable here (None): TRL fixes a step's rows, num_generations x prompts.")
+    est_decay: float = est_field("decay")
+    est_prior_alpha: float = est_field("prior_alpha")
+    est_prior_beta: float = est_field("prior_beta")
+    est_allocation: str = est_field("allocation")
+    memory_seed: str | None = field(
         default=None,
-        metadata={"help": "Only None or 'linear' (ordinary RL): " + NOT_IN_TRL["objective"].split(": ", 1)[1]
-                          + "."},
+        metadata={"help": "mode='est' only (sampler.memory.seed): " + field_docs(MemoryConfig)["seed"]},
     )
     sampler_seed: int | None = field(
         default=None,
@@ -154,18 +181,13 @@ class AdaGRPOConfig(GRPOConfig):
                 f"{self.steps_per_generation} = {local_batch} must be a multiple of num_generations="
                 f"{self.num_generations}: each process samples whole prompts, so it must hold whole groups"
             )
-        if self.mode != "rounds":
-            raise ConfigError(f"mode={self.mode!r}: AdaGRPOConfig runs the round-based sampler only (TRL generates in "
-                              f"batches)" + (". Reinforce-Ada-Est trains on every sample, a different number per "
-                                             "prompt, and TRL trains on exactly num_generations completions per "
-                                             "prompt: run Est with the standalone trainer (reinforce-ada train "
-                                             "--strategy ada-est)" if self.mode == "est" else ""))
-        if self.objective not in (None, "linear"):
-            raise ConfigError(f"objective={self.objective!r}: the non-linear objective's gradient weight is applied by "
-                              f"the standalone trainer only (reinforce-ada train --sampler.objective "
-                              f"{self.objective}); TRL trains on the linear objective")
+        if self.mode not in ("rounds", "est"):
+            raise ConfigError(f"mode={self.mode!r}: AdaGRPOConfig runs 'rounds' (Reinforce-Ada's Seq) or 'est' "
+                              f"(Reinforce-Ada-Est); TRL generates in batches, so not 'streaming'")
+        if self.mode == "est":
+            self._check_est()
         self.sampler_config()  # validates the sampling fields now, before any model is loaded
-        if self.selection == "all":
+        if self.selection == "all" and self.mode == "rounds":
             raise ConfigError("selection='all' keeps whole pools of varying size; TRL trains on exactly "
                               "num_generations completions per prompt: choose balanced, positive_focused or random")
         if self.sample_budget_per_step is not None:
@@ -174,6 +196,21 @@ class AdaGRPOConfig(GRPOConfig):
                 raise ConfigError(f"sample_budget_per_step={self.sample_budget_per_step} is below one group per "
                                   f"prompt: at least per_device_train_batch_size x steps_per_generation = {minimum}")
 
+    def _check_est(self) -> None:
+        """``mode="est"``: the budget is TRL's rows, and the round-based fields are left at their defaults."""
+        if self.est_budget is not None:
+            raise ConfigError(f"est_budget={self.est_budget}: TRL fixes a step's rows (num_generations x prompts), so "
+                              f"Est's budget is est_samples_per_prompt = num_generations per prompt; leave est_budget "
+                              f"None")
+        if self.est_samples_per_prompt != self.num_generations:
+            raise ConfigError(f"mode='est' hands out each step's num_generations x prompts rows among its prompts, so "
+                              f"est_samples_per_prompt={self.est_samples_per_prompt} must equal num_generations="
+                              f"{self.num_generations} (8 for GRPO-n8's budget)")
+        changed = [name for name in ROUNDS_ONLY if getattr(self, name) != self.__dataclass_fields__[name].default]
+        if changed:
+            raise ConfigError(f"{', '.join(changed)}: settings of mode='rounds', not used by mode='est' (one "
+                              f"generation call, every row trained on); leave them at their defaults")
+
     def sampler_config(self, process_index: int = 0) -> SamplerConfig:
         """The :class:`SamplerConfig` this run samples with (``group_size = num_generations``).
 
@@ -181,8 +218,19 @@ class AdaGRPOConfig(GRPOConfig):
         trainer from every reward function (``AdaGRPOTrainer.ada_advantages``), not the sampler's.
         """
         seed = self.seed if self.sampler_seed is None else self.sampler_seed
+        objective = {name: getattr(self, name) for name in ("objective", "sample_share", "objective_eps",
+                                                            "max_grad_weight")}
+        if self.mode == "est":
+            est = EstConfig(**{name: getattr(self, f"est_{name}") for name in EstConfig.__dataclass_fields__})
+            return SamplerConfig.reinforce_ada_est(  # group_size is not Est's: every row is trained on
+                positive_threshold=self.positive_threshold, est=est,
+                memory=MemoryConfig(seed=self.memory_seed), epsilon=self.advantage_epsilon, seed=seed + process_index,
+                on_verifier_failure="zero", generation_retries=0, **objective)
+        if self.memory_seed is not None:
+            raise ConfigError("memory_seed seeds Est's pass-rate memory: it is a setting of mode='est'")
         return SamplerConfig(
-            **{name: getattr(self, name) for name in SAMPLER_FIELDS}, group_size=self.num_generations,
+            **{name: getattr(self, name) for name in SAMPLER_FIELDS if name not in objective},
+            **objective, group_size=self.num_generations,
             unexited="keep", normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
             on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
             budget_skip=False,  # TRL needs a group per prompt

@@ -24,6 +24,10 @@ How it plugs in (no trainer code is copied; TRL keeps its loss, logging, acceler
    completion is scored once; ``log_extra`` columns logged while sampling follow the kept completions into TRL's
    completions table), unless ``rescore_kept`` asks TRL to call the reward functions again.
 
+With ``mode="est"`` (Reinforce-Ada-Est) there are no rounds: the wrapper hands each step's rows out among its prompts
+by the pass-rate memory before TRL generates, one completion per row, and replaces TRL's advantages with Est's,
+grouped by prompt (:mod:`~reinforce_ada.integrations.trl.est`).
+
 Evaluation is TRL's plain GRPO generation (one completion per row) and TRL's own advantages.
 
 Exits and selection use the *correctness* functions (``correctness_reward_funcs``); the advantages use every reward
@@ -50,9 +54,11 @@ from trl import GRPOTrainer
 from reinforce_ada.config import ConfigError
 from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.integrations.trl.config import AdaGRPOConfig
+from reinforce_ada.integrations.trl.est import TRLEst, dataset_prompt
 from reinforce_ada.integrations.trl.generation import PROMPT_IDS_KEY, TRLGenerator, use_valid_vllm_reload
 from reinforce_ada.integrations.trl.metrics import SamplingMetricsMixin
 from reinforce_ada.integrations.trl.rewards import ROW_KEY, RewardFunctionError, TRLRewardVerifier
+from reinforce_ada.sampling.pools import weigh_advantages
 from reinforce_ada.sampling.sampler import AdaptiveSampler
 from reinforce_ada.types import Prompt, SampledBatch
 
@@ -138,8 +144,17 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         self.ada_rescore_kept = bool(config.rescore_kept)
         self.ada_generator = TRLGenerator(self)
         self.ada_verifier = TRLRewardVerifier(self, self.ada_correctness, forward_logs=not self.ada_rescore_kept)
-        self.ada_sampler = AdaptiveSampler(self.ada_generator, self.ada_verifier,
-                                           config.sampler_config(self.accelerator.process_index))
+        sampler_config = config.sampler_config(self.accelerator.process_index)
+        self.ada_est: TRLEst | None = None
+        """Reinforce-Ada-Est's memory and step (``mode="est"``); None for the round-based sampler."""
+        self.ada_sampler: AdaptiveSampler | None = None
+        """The round-based sampler (``mode="rounds"``); None under Est."""
+        if config.mode == "est":
+            self.ada_est = TRLEst(sampler_config, self.num_generations)
+            self._report_memory_seed(config.memory_seed, params.get("train_dataset"))
+        else:
+            self.ada_sampler = AdaptiveSampler(self.ada_generator, self.ada_verifier, sampler_config)
+        self._ada_est_values: torch.Tensor | None = None
         self.ada_last_batch: SampledBatch | None = None
         """The sampler's result for this process's prompts at the last training generation (pools, groups, rounds)."""
         self.ada_history: list[dict[str, float]] = []
@@ -155,6 +170,8 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         """Training generations whose rewards TRL took from the sampler instead of calling the reward functions."""
 
     def _check_reward_models(self) -> None:
+        if self.args.mode == "est":  # TRL scores Est's rows itself, the same number on every process
+            return
         has_model = any(isinstance(f, torch.nn.Module) for f in self.reward_funcs)
         sharded = self.is_deepspeed_enabled or self.is_fsdp_enabled
         if has_model and sharded and self.accelerator.num_processes > 1:
@@ -163,9 +180,26 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
                 "collective but each process scores a different number of completions per round. Use reward "
                 "functions, or serve the reward model and call it from a reward function.")
 
+    def _report_memory_seed(self, path: str | None, dataset: Any) -> None:
+        """Say how many of the training prompts ``memory_seed`` seeded; refuse a file that seeds none of them."""
+        if path is None:
+            return
+        from reinforce_ada.sampling.memory import prompt_key
+
+        rows = dataset if dataset is not None and hasattr(dataset, "__len__") else []  # an IterableDataset: unknown
+        keys = {prompt_key(dataset_prompt(row)) for row in rows}
+        seeded = sum(key in self.ada_est.memory for key in keys)  # type: ignore[union-attr]
+        if keys and not seeded:
+            raise ConfigError(f"memory_seed {path}: seeded 0 of the {len(keys)} training prompts (its keys are "
+                              f"prompt_key(prompt, answer); was it made by select-prompts for other data?)")
+        logger.info("Est's memory: seeded %d of the %d training prompts from %s", seeded, len(keys), path)
+
     # -- the hook: generation of a training batch ------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         training = self.model.training
+        if self.ada_est is not None:
+            return self._est_generate_and_score(inputs) if training else super()._generate_and_score_completions(
+                inputs)
         self._ada_inputs = inputs if training else None
         self.ada_advantages = None
         self._ada_pool_completion_metrics = None
@@ -182,12 +216,53 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             self._replace_completion_metrics()
         return output
 
+    def _est_generate_and_score(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """A training generation under Est: rows handed out by the memory, TRL's generation, rewards and log-probs on
+        them, then Est's advantages grouped by prompt (:mod:`~reinforce_ada.integrations.trl.est`)."""
+        from accelerate.utils import gather_object
+
+        est = self.ada_est
+        assert est is not None
+        rows = est.assign_rows(inputs)
+        self._ada_est_values = None
+        try:
+            output = super()._generate_and_score_completions(rows)
+            values = self._ada_est_values
+        finally:
+            self._ada_est_values = None
+            est.step, local = None, est.step
+        if values is None:
+            raise RuntimeError("TRL did not score the rows through _calculate_rewards")
+        steps = gather_object([local])  # every process's allocation, in process order
+        advantages, metrics = est.finish(
+            values.detach().cpu().double().numpy(), [len(rows)] * len(steps), steps,
+            weights=self.reward_weights.detach().cpu().double().numpy(), correctness=self.ada_correctness,
+            aggregation=self.args.multi_objective_aggregation, scale_rewards=self.args.scale_rewards,
+            epsilon=self.args.advantage_epsilon)
+        start = self.accelerator.process_index * len(rows)
+        output["advantages"] = torch.tensor(advantages[start:start + len(rows)], dtype=output["advantages"].dtype,
+                                            device=output["advantages"].device)
+        # TRL grouped its (discarded) advantages and frac_reward_zero_std by blocks of num_generations rows
+        logged = self._logs["advantages"]  # a bounded deque
+        for _ in range(min(len(advantages), len(logged))):
+            logged.pop()
+        logged.extend(advantages.tolist())
+        train_metrics = self._metrics["train"]
+        if train_metrics.get("frac_reward_zero_std"):
+            train_metrics["frac_reward_zero_std"][-1] = metrics.pop("frac_reward_zero_std")
+        for name, value in metrics.items():
+            train_metrics[f"ada/est/{name}"].append(value)
+        return output
+
     def _ada_rollout(self, prompts: list, trainer: Any = None) -> dict[str, Any]:
-        """TRL's ``rollout_func``: adaptive sampling in training, one completion per row in evaluation."""
-        if self._ada_inputs is None:  # evaluation (or a call outside training): TRL's plain GRPO generation
+        """TRL's ``rollout_func``: adaptive sampling in training, one completion per row in evaluation and under
+        Est (whose rows were handed out before generation)."""
+        if self._ada_inputs is None:  # evaluation, Est, or a call outside training: TRL's plain GRPO generation
             prompt_ids, _, _ = self._tokenize_prompts(prompts)
             mode = "train" if self.model.training else "eval"
             num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+            if self.ada_est is not None and mode == "train":
+                num_generations = 1  # each row is one of its prompt's N_x samples
             completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations)
             return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
 
@@ -245,7 +320,10 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         """The kept completions' rewards from the sampler (gathered like TRL's), else TRL's own scoring."""
         kept, self._ada_kept_rewards = self._ada_kept_rewards, None
         if kept is None or not self.model.training or len(kept) != len(prompts):
-            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            if self.ada_est is not None and self.model.training:
+                self._ada_est_values = rewards  # every process's rows, gathered by TRL: Est's advantages need them
+            return rewards
         from accelerate.utils import gather
 
         self.ada_reward_calls_reused += 1
@@ -258,8 +336,10 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
 
     def _save_rng_state(self, output_dir: str) -> None:
         super()._save_rng_state(output_dir)
+        state = ({"est": self.ada_est.state_dict()} if self.ada_est is not None else
+                 {"sampler": self.ada_sampler.state_dict(), "kept_tokens_seen": self.ada_kept_tokens_seen})
         with open(self._sampler_state_file(output_dir), "w") as f:
-            json.dump({"sampler": self.ada_sampler.state_dict(), "kept_tokens_seen": self.ada_kept_tokens_seen}, f)
+            json.dump(state, f)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         super()._load_rng_state(checkpoint)
@@ -268,10 +348,18 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         path = self._sampler_state_file(checkpoint)
         if not os.path.isfile(path):
             logger.warning("no Reinforce-Ada sampler state in %s; the sampler's selection RNG starts from "
-                           "sampler_seed", checkpoint)
+                           "sampler_seed%s", checkpoint, " and Est's memory empty" if self.ada_est is not None else "")
             return
         with open(path) as f:
             state = json.load(f)
+        if self.ada_est is not None:
+            if "est" not in state:
+                raise ValueError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
+                                 f"was written with mode='rounds'")
+            self.ada_est.load_state_dict(state["est"])
+            return
+        if "est" in state:
+            raise ValueError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
         self.ada_sampler.load_state_dict(state.get("sampler", state))
         self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
 
@@ -319,4 +407,11 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         advantages = trl_advantages.advantages(combined, set_index, aggregation=args.multi_objective_aggregation,
                                                scale_rewards=args.scale_rewards, batch_mean=batch_mean,
                                                batch_std=batch_std, epsilon=args.advantage_epsilon)
+        if self.ada_sampler.config.weights_gradient:  # Seq's explicit weight (v3 Sec. 3.2) at the pool's mean reward
+            reward = trl_advantages.combine_rewards(values, weights, set_index, aggregation="sum_then_normalize")
+            rbar, _ = trl_advantages.set_statistics(reward, set_index)
+            advantages, grad_metrics = weigh_advantages(advantages, np.nan_to_num(rbar, nan=0.0),
+                                                        self.ada_sampler.config)
+            for name, value in grad_metrics.items():
+                self._metrics["train"][f"ada/{name}"].append(value)
         return advantages[kept_rows], totals

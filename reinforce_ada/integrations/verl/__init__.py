@@ -1,8 +1,9 @@
 """Reinforce-Ada as a verl plugin: a registered advantage estimator plus a rollout wrapper -- no fork.
 
 verl (>= 0.9) imports this package in every process that imports verl when it is installed as a ``verl.plugins``
-entry point or named in ``VERL_USE_EXTERNAL_MODULES``; importing it registers the advantage estimator
-``reinforce_ada`` (:mod:`.advantage`). The pieces:
+entry point or named in ``VERL_USE_EXTERNAL_MODULES``; importing it registers the advantage estimators
+``reinforce_ada`` (:mod:`.advantage`, the round-based sampler on the legacy trainer) and ``reinforce_ada_est``
+(:mod:`.est`, Reinforce-Ada-Est on the v1 trainer). The pieces:
 
 * :mod:`.rollout` -- :class:`ReinforceAdaRollout` wraps anything with verl's ``generate_sequences`` (a worker group,
   the agent-loop manager) and runs the core :class:`~reinforce_ada.sampling.sampler.AdaptiveSampler` on it: rounds of ``M``
@@ -10,6 +11,10 @@ entry point or named in ``VERL_USE_EXTERNAL_MODULES``; importing it registers th
   ``reward_baselines``, short groups filled with masked padding rows.
 * :mod:`.agent_loop` -- :class:`~.agent_loop.ReinforceAdaAgentLoopManager`, the class to name in
   ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (imported lazily: it pulls in verl's agent loop).
+* :mod:`.est`, :mod:`.agent_loop_v1`, :mod:`.est_config` -- Reinforce-Ada-Est on verl's v1 trainer: the driver's
+  pass-rate memory, the ``reinforce_ada_est`` estimator (grouped by ``uid``), the checkpoint callback that saves the
+  memory, and :class:`~.agent_loop_v1.ReinforceAdaEstAgentLoopManager` (imported lazily: it needs TransferQueue),
+  which sets each prompt's ``__rollout_n__``.
 * :mod:`.metrics` -- what a step reports: pool vs kept rows with verl's definitions, per-round timing combined
   (never summed), all generated tokens.
 * :mod:`.config` -- the ``algorithm.reinforce_ada`` hydra block and the checks run before training.
@@ -44,6 +49,7 @@ def _check_verl() -> str:
 VERL_VERSION = _check_verl()
 
 from reinforce_ada.integrations.verl.advantage import compute_reinforce_ada_advantage  # noqa: E402 -- registers
+from reinforce_ada.integrations.verl.est import compute_reinforce_ada_est_advantage  # noqa: E402 -- registers
 from reinforce_ada.integrations.verl.config import (  # noqa: E402
     AGENT_LOOP_MANAGER_FQN,
     ESTIMATOR_NAME,
@@ -75,6 +81,7 @@ __all__ = [
     "check_verl_config",
     "completions_from_dataproto",
     "compute_reinforce_ada_advantage",
+    "compute_reinforce_ada_est_advantage",
     "groups_from_dataproto",
     "prompts_from_dataproto",
     "sampler_config_from_verl",

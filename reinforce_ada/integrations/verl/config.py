@@ -36,14 +36,14 @@ NOT_IN_VERL: dict[str, str] = {
     "budget_min_group": "a setting of budget_skip=True, which verl cannot use",
     "budget_overdraw": "needs budget_skip=True: verl trains every prompt it hands out",
     "budget_min_signal_rate": "needs budget_skip=True: verl trains every prompt it hands out",
-    "mode": "verl runs the round-based sampler inside its agent loop; Reinforce-Ada-Est (mode='est') trains on every "
-            "sample, a different number per prompt, and verl's trainer takes exactly rollout.n rows per prompt: run "
-            "Est with the standalone trainer (reinforce-ada train --strategy ada-est)",
+    "mode": "the legacy trainer runs the round-based sampler (Seq) inside its agent loop; Reinforce-Ada-Est "
+            "(mode: est) runs on verl's v1 trainer instead: set algorithm.adv_estimator=reinforce_ada_est and "
+            "trainer.use_v1=true (the reinforce_ada_est_trainer config; docs/verl.md, 'Reinforce-Ada-Est')",
     "streaming": "verl runs the round-based sampler inside its agent loop",
     "memory": "the rollout keeps its own pass-rate memory for budget mode",
-    "est": "Reinforce-Ada-Est's settings: Est runs in the standalone trainer only (see mode)",
-    "objective": "the non-linear objective's gradient weight is applied by the standalone trainer only (reinforce-ada "
-                 "train --sampler.objective log); this estimator trains on the linear objective",
+    "est": "Reinforce-Ada-Est's settings: Est runs on the v1 trainer (see mode)",
+    "objective": "the Seq estimator on the legacy trainer trains on the linear objective; the objective family runs "
+                 "with Est on the v1 trainer (see mode) and in the standalone trainer",
     "sample_share": "a setting of objective, which this estimator does not take",
     "objective_eps": "a setting of objective, which this estimator does not take",
     "max_grad_weight": "a setting of objective, which this estimator does not take",
@@ -57,6 +57,8 @@ check) except :data:`NOT_IN_VERL`."""
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 """Holds ``reinforce_ada_trainer.yaml``: verl's ``ppo_trainer`` plus this plugin's settings."""
 CONFIG_NAME = "reinforce_ada_trainer"
+EST_CONFIG_NAME = "reinforce_ada_est_trainer"
+"""``--config-name`` of Reinforce-Ada-Est on verl's v1 trainer (``conf/reinforce_ada_est_trainer.yaml``)."""
 
 AGENT_LOOP_MANAGER_FQN = "reinforce_ada.integrations.verl.agent_loop.ReinforceAdaAgentLoopManager"
 """What ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` must name for the sampler to run."""
@@ -147,19 +149,28 @@ def estimator_settings(algorithm: Any) -> tuple[str, bool, float]:
 def check_verl_config(config: Any) -> SamplerConfig:
     """Reject settings this plugin cannot honour, with the key to change; return the sampler config.
 
-    Checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected (verl 0.9.1's v1 trainer
-    cannot carry the pool statistics to the estimator: docs/verl.md, "Why not the v1 trainer"); the agent-loop
-    manager is ours; no in-reward KL (the pool baseline is over raw rewards); the sampler settings.
+    Reinforce-Ada-Est (``algorithm.adv_estimator=reinforce_ada_est`` or ``algorithm.reinforce_ada.mode=est``) is
+    checked by :func:`~reinforce_ada.integrations.verl.est_config.check_est_config` (verl's v1 trainer). Otherwise
+    the round-based sampler (Seq) is checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected
+    (verl 0.9.1's v1 trainer cannot carry the pool statistics to the estimator: docs/verl.md, "Why Seq does not run
+    on the v1 trainer"); the agent-loop manager is ours; no in-reward KL (the pool baseline is over raw rewards); the
+    sampler settings.
     """
+    from reinforce_ada.integrations.verl.est_config import check_est_config, est_selected
+
+    if est_selected(config):
+        return check_est_config(config)
     estimator = _get(config, "algorithm.adv_estimator")
     if estimator != ESTIMATOR_NAME:
         raise ConfigError(f"algorithm.adv_estimator={estimator!r}: set it to {ESTIMATOR_NAME!r} to train with "
                           "Reinforce-Ada's pool advantages")
     if bool(_get(config, "trainer.use_v1", False)):
-        raise ConfigError("trainer.use_v1=True is not supported with verl 0.9: its v1 trainer reads a fixed list of "
-                          "fields into the advantage step (PPOTrainer._compute_advantage), so the whole-pool "
-                          "statistics cannot reach the reinforce_ada estimator (see docs/verl.md, 'Why not the v1 "
-                          "trainer'); set trainer.use_v1=False (the reinforce_ada_trainer config does)")
+        raise ConfigError("trainer.use_v1=True is not supported by the round-based sampler (Seq) with verl 0.9: its "
+                          "v1 trainer reads a fixed list of fields into the advantage step "
+                          "(PPOTrainer._compute_advantage), so the whole-pool statistics cannot reach the "
+                          "reinforce_ada estimator (see docs/verl.md, 'Why Seq does not run on the v1 trainer'); set "
+                          "trainer.use_v1=False (the reinforce_ada_trainer config does), or run Reinforce-Ada-Est on "
+                          "v1 (algorithm.reinforce_ada.mode=est, the reinforce_ada_est_trainer config)")
     manager = _get(config, "actor_rollout_ref.rollout.agent.agent_loop_manager_class")
     if manager != AGENT_LOOP_MANAGER_FQN:
         raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager!r}: set it to "
@@ -170,9 +181,10 @@ def check_verl_config(config: Any) -> SamplerConfig:
     return sampler_config_from_verl(config)
 
 
-def compose_trainer_config(overrides: Sequence[str] = ()) -> Any:
-    """The full trainer config ``main_ppo`` would run with these command-line overrides (hydra ``compose``)."""
+def compose_trainer_config(overrides: Sequence[str] = (), config_name: str = CONFIG_NAME) -> Any:
+    """The full trainer config ``main_ppo`` would run with these command-line overrides (hydra ``compose``);
+    ``config_name``: :data:`CONFIG_NAME` (Seq, legacy trainer) or :data:`EST_CONFIG_NAME` (Est, v1 trainer)."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose(config_name=CONFIG_NAME, overrides=list(overrides))
+        return compose(config_name=config_name, overrides=list(overrides))

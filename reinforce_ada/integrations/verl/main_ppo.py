@@ -1,7 +1,7 @@
 """``python -m reinforce_ada.integrations.verl.main_ppo``: verl's PPO trainer with Reinforce-Ada plugged in.
 
-This is verl's ``main_ppo`` (hydra config, Ray cluster, legacy ``RayPPOTrainer``) with three differences, all
-configuration rather than copied trainer code:
+This is verl's ``main_ppo`` (hydra config, Ray cluster, legacy ``RayPPOTrainer`` for the round-based sampler) with
+three differences, all configuration rather than copied trainer code:
 
 * the config is ``conf/reinforce_ada_trainer.yaml``: verl's ``ppo_trainer`` plus
   ``algorithm.adv_estimator=reinforce_ada``, the ``algorithm.reinforce_ada`` sampler block, our agent-loop manager
@@ -12,6 +12,10 @@ configuration rather than copied trainer code:
 
 Any verl override works as usual, e.g.
 ``python -m reinforce_ada.integrations.verl.main_ppo data.train_files=... actor_rollout_ref.model.path=...``.
+
+Reinforce-Ada-Est runs on verl's v1 trainer: ``--config-name reinforce_ada_est_trainer`` (``trainer.use_v1=true``,
+``algorithm.adv_estimator=reinforce_ada_est``, the Est agent-loop manager and checkpoint callback); the config is
+checked the same way and verl's ``TaskRunnerV1`` runs it (:class:`ReinforceAdaEstTaskRunner`).
 """
 
 from __future__ import annotations
@@ -52,8 +56,25 @@ class ReinforceAdaTaskRunner(_verl_task_runner()):  # type: ignore[misc]
         return super().run(config)
 
 
+def _verl_task_runner_v1() -> type:
+    from verl.trainer.main_ppo import TaskRunnerV1
+
+    return _plain_class(TaskRunnerV1)
+
+
+class ReinforceAdaEstTaskRunner(_verl_task_runner_v1()):  # type: ignore[misc]
+    """verl's ``TaskRunnerV1``; ``run`` first registers the plugin in this Ray process and re-checks the config."""
+
+    def run(self, config: Any) -> Any:
+        import reinforce_ada.integrations.verl  # noqa: F401 -- registers the ``reinforce_ada_est`` estimator here
+
+        check_verl_config(config)
+        return super().run(config)
+
+
 def run(config: Any) -> None:
-    """Check the config, then run verl's PPO with :class:`ReinforceAdaTaskRunner` (verl's ``main`` steps)."""
+    """Check the config, then run verl's PPO with :class:`ReinforceAdaTaskRunner` (legacy trainer, Seq) or
+    :class:`ReinforceAdaEstTaskRunner` (v1 trainer, Est) (verl's ``main`` steps)."""
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -63,7 +84,8 @@ def run(config: Any) -> None:
     logger.info("reinforce_ada sampler: %s", sampler_config.to_dict())
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    run_ppo(config, task_runner_class=ray.remote(ReinforceAdaTaskRunner))
+    runner = ReinforceAdaEstTaskRunner if sampler_config.mode == "est" else ReinforceAdaTaskRunner
+    run_ppo(config, task_runner_class=ray.remote(runner))
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)

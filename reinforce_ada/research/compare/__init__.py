@@ -6,11 +6,15 @@ steps, at the baseline's generated tokens and at its step seconds.
   resuming, training the unfinished runs, writing the report files);
 * :mod:`.runs` -- training the runs (K worker processes, interleaved by strategy), ``runs.jsonl``, reading a finished
   run folder back;
-* :mod:`.report` -- the report as data (``report.json``): best lr, budgets, paired differences, verdicts, breakdown;
-* :mod:`.verdict` -- *ahead* / *behind* / *inconclusive* per budget, and the seeds an inconclusive one needs;
+* :mod:`.report` -- the report as data (``report.json``): best lr, budgets, paired differences, cost ratios,
+  verdicts, breakdown;
+* :mod:`.selection` -- which held-out prompts choose the lrs and which judge them (``--lr-selection split``);
+* :mod:`.verdict` -- *ahead* / *behind* / *inconclusive* ("no resolved difference") per budget, and the seeds an
+  unresolved one needs;
 * :mod:`.breakdown` -- where a difference lands: difficulty strata, pass@k, entropy, sampling dynamics;
 * :mod:`.markdown` -- ``report.md``, the verdict first; :mod:`.figure` -- ``report.png``;
-* :mod:`.stats` -- t-intervals, interpolation at a budget, the steps bootstrap;
+* :mod:`.stats` -- exact Student-t quantiles and intervals, ratio intervals, interpolation at a budget, the steps
+  bootstrap;
 * :mod:`.strategies` -- the named strategies and ``NAME=SETTINGS``.
 """
 

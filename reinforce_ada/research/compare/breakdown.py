@@ -10,8 +10,9 @@ further evaluation metrics (:func:`~reinforce_ada.research.compare.runs.read_run
   paired difference from the baseline. Every value is *interpolated between the run's own evaluations* (each of which
   gives pass@k for k up to its ``eval_samples`` from the samples it drew), by the rule the accuracy columns use; no
   checkpoint is evaluated again;
-* **entropy** -- the mean over seeds of the held-out samples' token entropy at the same two budgets, and each
-  strategy's mean (entropy, accuracy) path over its evaluations, for the reward-entropy panel;
+* **entropy** -- the mean over seeds of the held-out samples' token entropy at the same two budgets, the paired
+  difference from the baseline with its 95% interval (as pass@k's), and each strategy's mean (entropy, accuracy) path
+  over its evaluations, for the reward-entropy panel;
 * **sampling dynamics** -- samples per step (mean over seeds), the share of a step's prompts still active at each
   round, and samples per prompt by the memory's estimated pass rate (summed over the seeds), when the runs log them.
 """
@@ -73,6 +74,9 @@ def breakdown(chosen: dict[int, dict], base: dict[int, dict], paired: list[int],
         "at_tokens": _mean([value_at(r["history"], r["evals"]["eval/entropy"], TOKENS, tokens)
                             for r in chosen.values()]),
         "path": _mean_path(chosen)}
+    if out["entropy"] is not None and not is_baseline:
+        usable = [s for s in paired if "eval/entropy" in base[s]["evals"]]
+        out["entropy"]["paired"] = _paired(chosen, base, usable, "eval/entropy", steps, tokens)
     out["dynamics"] = _dynamics(chosen)
     return out
 

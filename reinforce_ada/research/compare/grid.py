@@ -3,7 +3,8 @@ a :class:`Grid` of strategies x learning rates x seeds, each run a normal ``trai
 by :func:`run_comparison` (the unfinished ones, ``parallel`` at a time) and reported against the baseline at equal
 steps, at the baseline's generated tokens and at its step seconds (:mod:`.report`).
 
-The grid, the baseline and the best-lr rule are fixed in ``out/compare.json`` by the first run and cannot change
+The grid, the baseline, the best-lr rule and which held-out prompts choose the lrs (``lr_selection``) are fixed
+in ``out/compare.json`` by the first run and cannot change
 afterwards; a rerun skips the finished runs. Everything a run is given is checked, and the model loaded once, before
 any run starts. ``out`` receives report.md, report.json, report.png and runs.jsonl.
 """
@@ -24,6 +25,7 @@ from reinforce_ada.research.compare.markdown import format_report
 from reinforce_ada.research.compare.report import BEST_LR_RULES, analyse, jsonable
 from reinforce_ada.research.compare.runs import (LEDGER, Job, concurrency, read_ledger, read_run, run_folder_state,
                                                  run_jobs)
+from reinforce_ada.research.compare.selection import SELECTION_RULES
 
 __all__ = ["MANIFEST", "OWN_OPTIONS", "Grid", "make_grid", "run_comparison"]
 
@@ -46,11 +48,13 @@ class Grid:
     baseline: str
     best_lr: str
     out: Path
+    selection: str = "same"
+    """Which held-out prompts choose the best lrs (:mod:`.selection`): ``split`` or ``same``."""
 
     def manifest(self) -> dict[str, Any]:
         """What compare.json records: everything that decides the runs and the report."""
-        return {"format": 1, "baseline": self.baseline, "best_lr": self.best_lr, "strategies": self.strategies,
-                "lrs": list(self.lrs), "seeds": list(self.seeds), "train": self.train}
+        return {"format": 1, "baseline": self.baseline, "best_lr": self.best_lr, "lr_selection": self.selection,
+                "strategies": self.strategies, "lrs": list(self.lrs), "seeds": list(self.seeds), "train": self.train}
 
     def check_out(self) -> None:
         """``out`` is new, empty, or this grid's comparison folder (a rerun); anything else is refused, naming the
@@ -78,9 +82,12 @@ class Grid:
 
 
 def make_grid(strategies: dict[str, dict[str, Any]], lrs: list[float], seeds: list[int], train: dict[str, Any],
-              out: Path | str, baseline: str | None = None, best_lr: str = "tokens") -> Grid:
+              out: Path | str, baseline: str | None = None, best_lr: str = "tokens",
+              selection: str | None = None) -> Grid:
     """A checked :class:`Grid` (an error is a one-line :class:`~reinforce_ada.errors.UsageError` naming the option):
-    distinct positive lrs, distinct seeds, no strategy setting what compare sets per run or contradicting ``train``."""
+    distinct positive lrs, distinct seeds, no strategy setting what compare sets per run or contradicting ``train``.
+    ``selection`` None: the folder's own when ``out`` holds a comparison (``same`` for one from before the option),
+    else ``split`` for several lrs and ``same`` for one."""
     if not lrs or len(set(lrs)) != len(lrs) or any(not (math.isfinite(lr) and lr > 0) for lr in lrs):
         raise UsageError(f"--lrs must be distinct positive numbers (got {' '.join(map(str, lrs))})")
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -102,7 +109,13 @@ def make_grid(strategies: dict[str, dict[str, Any]], lrs: list[float], seeds: li
     baseline = baseline or next(iter(strategies))
     if baseline not in strategies:
         raise UsageError(f"--baseline {baseline} is not one of --strategies ({', '.join(strategies)})")
-    return Grid(dict(strategies), list(lrs), list(seeds), dict(train), baseline, best_lr, Path(out))
+    if selection is None:
+        saved = Path(out) / MANIFEST
+        selection = json.loads(saved.read_text()).get("lr_selection", "same") if saved.is_file() else \
+            ("split" if len(lrs) > 1 else "same")
+    if selection not in SELECTION_RULES:
+        raise UsageError(f"--lr-selection must be one of {', '.join(SELECTION_RULES)} (got {selection!r})")
+    return Grid(dict(strategies), list(lrs), list(seeds), dict(train), baseline, best_lr, Path(out), selection)
 
 
 def _check_manifest(out: Path, manifest: dict[str, Any]) -> None:
@@ -114,7 +127,8 @@ def _check_manifest(out: Path, manifest: dict[str, Any]) -> None:
                              f"empty or new folder")
         return
     saved = json.loads(path.read_text())
-    for key in ("baseline", "best_lr", "strategies", "lrs", "seeds", "train"):
+    saved.setdefault("lr_selection", "same")  # one from before --lr-selection chose on the prompts it reported
+    for key in ("baseline", "best_lr", "lr_selection", "strategies", "lrs", "seeds", "train"):
         if saved.get(key) != json.loads(json.dumps(manifest[key])):
             raise UsageError(f"--out {out} holds a comparison with other settings ({key}: {saved.get(key)} there, "
                              f"{manifest[key]} now); rerun it with its own options ({path}) or give another --out")
@@ -217,7 +231,12 @@ def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> tuple[int, 
         print(f"error: no run of the baseline {manifest['baseline']} finished ({len(baseline_failed)} failed, "
               f"recorded in {out / LEDGER}), so there is nothing to report; {name}: {error}", file=sys.stderr)
         return 3, {}
-    report = analyse(runs, manifest_strategies(jobs), manifest["lrs"], manifest["baseline"], manifest["best_lr"])
+    try:
+        report = analyse(runs, manifest_strategies(jobs), manifest["lrs"], manifest["baseline"], manifest["best_lr"],
+                         manifest["lr_selection"])
+    except ValueError as err:
+        raise UsageError(f"--lr-selection {manifest['lr_selection']}: {err}; report them with --lr-selection same "
+                         f"in a folder of their own") from None
     in_flight = concurrency(ledger)
     report["timing"] = {
         "seconds": "time/step_seconds summed over a run's steps: generation + scoring + update + weight sync; "

@@ -1,9 +1,11 @@
 """``report.md``: the report of ``reinforce-ada compare`` (:func:`~reinforce_ada.research.compare.report.analyse`'s
 dict) in words and tables, the verdict first.
 
-1. **Verdict**: each strategy at equal tokens, steps and seconds -- *ahead*, *behind* or *inconclusive* with its
-   interval and, when inconclusive, the seeds that would resolve it (:mod:`.verdict`, whose rule the report states);
-   then where it lands by difficulty stratum, when the runs have strata.
+1. **Verdict**: which held-out prompts chose the lrs and which judged (a winner that changes between them is
+   flagged); each strategy at equal tokens, steps and seconds -- *ahead*, *behind* or *no resolved difference*
+   with the range of its interval and, when unresolved, the seeds that would resolve it (:mod:`.verdict`, whose rule
+   the report states); then where it lands by difficulty stratum (when the runs have strata), pass@k, entropy and its
+   cost in tokens and seconds, each with its interval.
 2. The runs: budgets, rules, a row per (strategy, lr).
 3. Each strategy at its best lr against the baseline: paired differences, steps to the baseline's final accuracy,
    tokens and seconds ratios, seconds per step by part.
@@ -19,7 +21,7 @@ import math
 from typing import Any, Sequence
 
 from reinforce_ada.research.compare.stats import fmt
-from reinforce_ada.research.compare.verdict import MAX_SEEDS, Z80, in_words
+from reinforce_ada.research.compare.verdict import MAX_SEEDS, Z80, in_words, interval_words
 
 __all__ = ["format_report"]
 
@@ -77,18 +79,20 @@ def _verdict(report: dict[str, Any]) -> list[str]:
     num = len(report["seeds"])
     lines = [f"Each strategy at its best lr against {base}, paired by seed ({num} seed{'s' * (num != 1)} of {base}): "
              f"*ahead* or *behind* when the 95% t-interval of the paired accuracy differences lies above or below 0, "
-             f"*inconclusive* when it holds 0.", ""]
+             f"*no resolved difference* when it holds 0 (the range in brackets is the interval: a difference inside it "
+             f"was not shown, and neither was equality).", ""]
+    lines += [_selection_words(report), ""]
     if not others:
         return lines + [f"Only {base} finished: nothing to compare."]
     for strategy, entry in others.items():
         lines.append(in_words(f"{strategy} (lr {entry['best_lr']:g})", entry["verdict"]))
-        for extra in (_where(entry, base), _pass_line(entry)):
+        for extra in (_where(entry, base), _pass_line(entry), _entropy_line(entry), _cost_line(entry, base)):
             if extra:
                 lines.append(f"  {extra}")
     lines += ["", f"Seeds needed (the power rule): if the true difference and spread were those observed, a paired "
                   f"t-test at 5% would detect it with 80% power at about the smallest n with "
-                  f"(t_0.975,n-1 + {Z80}) · sd / √n <= |mean difference|; a planning figure from few seeds, growing "
-                  f"with (sd / difference)² (past {MAX_SEEDS} seeds it says so)."]
+                  f"(t_0.975,n-1 + {Z80:.4f}) · sd / √n <= |mean difference|; a planning figure from few seeds, "
+                  f"growing with (sd / difference)² (past {MAX_SEEDS} seeds it says so)."]
     if any(e["best_lr_at_edge"] for e in report["strategies"].values()):
         edges = ", ".join(f"{s} ({e['best_lr_at_edge']})" for s, e in report["strategies"].items()
                           if e["best_lr_at_edge"])
@@ -96,6 +100,29 @@ def _verdict(report: dict[str, Any]) -> list[str]:
                       + (" (a one-lr grid says nothing about the lr)" if len(report["lrs"]) == 1 else "")
                       + ", so each verdict holds for this grid only."]
     return lines
+
+
+def _selection_words(report: dict[str, Any]) -> str:
+    """Which held-out prompts chose the lrs and which judged them, and any winner that differs between the two."""
+    selection = report.get("selection") or {"rule": "same", "winner_changed": []}
+    if len(report["lrs"]) == 1:
+        return "One lr: nothing was chosen, and every held-out prompt judges."
+    if selection["rule"] == "same":
+        return ("The lrs were chosen on the same held-out prompts and seeds that every number here measures "
+                "(`--lr-selection same`): the chosen lr's luck on those prompts is in the report, and where lrs nearly "
+                "tie it can move a difference by as much as its size.")
+    sizes = selection["num_prompts"]
+    text = (f"The lrs were chosen on one half of each seed's held-out prompts ({sizes['selection']:g} per seed, fixed "
+            f"by the seed) and every number here is measured on the other half ({sizes['report']:g} per seed), "
+            f"`--lr-selection split`; report.json's `selection.prompts` lists each half by prompt content hash.")
+    changed = selection["winner_changed"]
+    if not changed:
+        return text + " On the report half the same rule picks the same lrs."
+    entries = report["strategies"]
+    return text + " **The winner changes between the halves** for " + ", ".join(
+        f"{s} (chosen {entries[s]['best_lr']:g}; the report half would pick "
+        f"{entries[s]['best_lr_on_report_prompts']:g})"
+        for s in changed if s in entries) + ": the choice is close, and the verdict holds for the lr chosen."
 
 
 def _where(entry: dict[str, Any], base: str) -> str:
@@ -107,12 +134,25 @@ def _where(entry: dict[str, Any], base: str) -> str:
     for name, cell in strata["by_stratum"].items():
         verdict = cell["paired"]["verdict"]["at_tokens"]
         if verdict["call"] in ("ahead", "behind"):
-            resolved.append(f"{verdict['call']} on {name} ({verdict['mean']:+.3f} ± {verdict['half_width']:.3f})")
+            resolved.append(f"{verdict['call']} on {name} ({interval_words(verdict['mean'], verdict['half_width'])})")
         else:
             open_.append(name)
     text = "; ".join(resolved) if resolved else "no stratum resolved"
     return (f"By difficulty stratum at {base}'s tokens: {text}"
-            + (f"; inconclusive on {', '.join(open_)}" if resolved and open_ else "") + ".")
+            + (f"; no resolved difference on {', '.join(open_)}" if resolved and open_ else "") + ".")
+
+
+def _budget_calls(verdicts: dict[str, Any]) -> str:
+    """At equal tokens and at equal steps: each call in words with its interval's range."""
+    parts = []
+    for axis, words in (("at_tokens", "at equal tokens"), ("at_steps", "at equal steps")):
+        v = verdicts[axis]
+        if v["mean"] is None:
+            parts.append(f"{words} no resolved difference ({v['reason']})")
+            continue
+        call = "no resolved difference" if v["call"] == "inconclusive" else v["call"]
+        parts.append(f"{words} {call} ({interval_words(v['mean'], v['half_width'])})")
+    return "; ".join(parts)
 
 
 def _pass_line(entry: dict[str, Any]) -> str:
@@ -121,14 +161,31 @@ def _pass_line(entry: dict[str, Any]) -> str:
     if not cells:
         return ""
     k = max(cells, key=int)
-    verdicts = cells[k]["paired"]["verdict"]
+    return f"pass@{k} (the largest k its evaluations give): " + _budget_calls(cells[k]["paired"]["verdict"]) + "."
+
+
+def _entropy_line(entry: dict[str, Any]) -> str:
+    """The held-out samples' token entropy against the baseline's, paired by seed, with its interval."""
+    paired = ((entry.get("breakdown") or {}).get("entropy") or {}).get("paired")
+    if not paired:
+        return ""
+    return "Held-out token entropy (nats): " + _budget_calls(paired["verdict"]) + "."
+
+
+def _cost_line(entry: dict[str, Any], base: str) -> str:
+    """What it cost against the baseline: per-seed ratios of tokens and seconds, geometric mean and 95% interval."""
+    ratios = entry.get("cost_ratios")
+    if not ratios or ratios["tokens"]["geomean"] is None or math.isnan(ratios["tokens"]["geomean"]):
+        return ""
     parts = []
-    for axis, words in (("at_tokens", "at equal tokens"), ("at_steps", "at equal steps")):
-        v = verdicts[axis]
-        interval = "" if v["mean"] is None else f" ({v['mean']:+.3f}" + (
-            f" ± {v['half_width']:.3f})" if v["half_width"] is not None else ")")
-        parts.append(f"{words} {v['call']}{interval}")
-    return f"pass@{k} (the largest k its evaluations give): " + "; ".join(parts) + "."
+    for axis in ("tokens", "seconds"):
+        r = ratios[axis]
+        if r["geomean"] is None or math.isnan(r["geomean"]):
+            continue
+        bounds = "" if r["low"] is None or math.isnan(r["low"]) else f" [{r['low']:.2f}, {r['high']:.2f}]"
+        parts.append(f"{r['geomean']:.2f}x{bounds} {base}'s {axis}")
+    return ("Cost, per seed against the same seed's run (geometric mean [95% interval]): " + ", ".join(parts)
+            + ".")
 
 
 def _runs(report: dict[str, Any]) -> list[str]:
@@ -156,8 +213,8 @@ _EDGE = {"lowest": "edge: lowest", "highest": "edge: highest", "only": "edge: th
 def _paired(report: dict[str, Any], notes: Footnotes) -> list[str]:
     base = report["baseline"]
     lines = [f"| each at its best lr | vs {base} at equal steps | at {base}'s tokens | at {base}'s seconds | "
-             f"steps to {base}'s final, x [95%] | tokens x | seconds x | s/step: generation / scoring / update / "
-             f"sync |", "|---|---|---|---|---|---|---|---|"]
+             f"steps to {base}'s final, x [95%] | tokens x [95%] | seconds x [95%] | s/step: generation / scoring / "
+             f"update / sync |", "|---|---|---|---|---|---|---|---|"]
     for strategy, entry in report["strategies"].items():
         ci = entry["paired_mean_ci95"]
         t = entry["seconds_per_step"]
@@ -165,15 +222,25 @@ def _paired(report: dict[str, Any], notes: Footnotes) -> list[str]:
                            if t[p] is None or math.isnan(t[p]) else f"{t[p]:.3f}"
                            for p in ("generation", "scoring", "update", "sync"))
         edge = f" ({_EDGE[entry['best_lr_at_edge']]})" if entry["best_lr_at_edge"] else ""
-        ratios = [notes.dash(_NO_PAIR) if entry[k] is None or math.isnan(entry[k]) else f"{entry[k]:.2f}"
-                  for k in ("tokens_ratio", "seconds_ratio")]
+        ratios = [_ratio_cell(entry["cost_ratios"][axis], notes) for axis in ("tokens", "seconds")]
         lines.append(f"| {strategy} @ {entry['best_lr']:g}{edge} | {_ci(ci['at_steps'], notes)} | "
                      f"{_ci(ci['at_tokens'], notes)} | {_ci(ci['at_seconds'], notes)} | "
                      f"{_steps_cell(entry.get('steps_to_baseline_final'), notes)} | {ratios[0]} | {ratios[1]} "
                      f"| {split} |")
-    return lines + ["", "(paired by seed: the strategy's accuracy minus the baseline's, mean ± 95% t-interval; edge: "
-                        "the best lr is the lowest or highest of the grid, or its only lr, so a better one may lie "
-                        "outside it)"]
+    return lines + ["", "(paired by seed: the strategy's accuracy minus the baseline's, mean ± 95% t-interval; tokens "
+                        "and seconds x: per seed the strategy's total over the baseline's, geometric mean [95% "
+                        "t-interval of the log ratios]; edge: the best lr is the lowest or highest of the grid, or its "
+                        "only lr, so a better one may lie outside it)"]
+
+
+def _ratio_cell(ratio: dict[str, Any], notes: Footnotes) -> str:
+    """A cost ratio: ``geomean [low, high]``, the point alone for one seed, ``-`` with its reason for none."""
+    values = {k: math.nan if ratio[k] is None else ratio[k] for k in ("geomean", "low", "high")}
+    if math.isnan(values["geomean"]):
+        return notes.dash(_NO_PAIR if not ratio["per_seed"] else "a run with no tokens or seconds: no ratio")
+    if math.isnan(values["low"]):
+        return f"{values['geomean']:.2f}" + notes.mark("one paired seed: a ratio without an interval")
+    return f"{values['geomean']:.2f} [{values['low']:.2f}, {values['high']:.2f}]"
 
 
 def _steps_cell(steps: dict[str, Any] | None, notes: Footnotes) -> str:
@@ -234,7 +301,7 @@ def _pass_at_k(report: dict[str, Any], notes: Footnotes) -> list[str]:
     lines = [f"pass@k (unbiased estimator) of each run's held-out samples, k up to its `eval_samples`, read at {base}'s "
              f"last step and at its tokens by interpolating between the run's own evaluations (no checkpoint evaluated "
              f"again); mean over seeds, and for the others (in brackets) the paired difference from {base}. Entropy: "
-             f"the mean token entropy of the held-out samples, nats.", ""]
+             f"the mean token entropy of the held-out samples, nats (paired the same way).", ""]
     for axis, words in (("at_steps", f"at equal steps ({report['budgets']['steps']:g})"),
                         ("at_tokens", f"at {base}'s tokens ({report['budgets']['tokens']:,.0f})")):
         lines += [f"| {words} | " + " | ".join(f"pass@{k}" for k in ks) + " | entropy |",
@@ -251,8 +318,11 @@ def _pass_at_k(report: dict[str, Any], notes: Footnotes) -> list[str]:
                     text += f" ({_ci(cell['paired']['ci95'][axis], notes)})"
                 cells.append(text)
             entropy = entry["breakdown"]["entropy"]
-            cells.append(notes.dash("its runs logged no eval/entropy") if entropy is None or entropy[axis] is None
-                         else f"{entropy[axis]:.3f}")
+            if entropy is None or entropy[axis] is None:
+                cells.append(notes.dash("its runs logged no eval/entropy"))
+            else:
+                paired = entropy.get("paired")
+                cells.append(f"{entropy[axis]:.3f}" + (f" ({_ci(paired['ci95'][axis], notes)})" if paired else ""))
             lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines[:-1]

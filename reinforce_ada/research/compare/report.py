@@ -15,6 +15,11 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
   ``best_lr_rule``: ``final`` (highest mean final accuracy), ``tokens`` (highest mean accuracy at B_tokens) or
   ``seconds`` (at B_seconds). A best lr at the lowest or highest lr of the grid is flagged (the optimum may lie
   outside it), and so is the only lr of a one-lr grid (``best_lr_at_edge``: ``lowest``, ``highest`` or ``only``).
+* **selection apart from reporting** (:mod:`.selection`): with ``selection="split"`` the best lrs (the baseline's,
+  hence the budgets, and every other strategy's) are chosen on one half of each seed's held-out prompts and every
+  accuracy below is measured on the other half; ``best_lr_on_report_prompts`` is the lr the same rule picks on the
+  report half, and a strategy whose winner differs is named (``selection.winner_changed``). With ``"same"`` every
+  held-out prompt both chooses and judges (a one-lr grid selects nothing).
 * **paired differences**, per seed the baseline also ran, then mean ± 95% Student-t interval: the strategy's
   accuracy at step S minus the baseline's final accuracy (``at_steps``); accuracy at B_tokens minus the baseline's
   at B_tokens (``at_tokens``); the same at B_seconds (``at_seconds``). A run's accuracy at a budget is linearly
@@ -22,6 +27,8 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
   ``short_of_tokens`` / ``short_of_seconds``).
 * **verdict**: per budget, *ahead* / *behind* / *inconclusive* by the paired differences' 95% interval, and the seeds
   an inconclusive difference would need (:mod:`.verdict`).
+* **cost ratios**: per seed both finished, the strategy's total generated tokens and total step seconds over the
+  baseline's; their geometric mean and its 95% interval (the Student-t interval of the log ratios, exponentiated).
 * **steps to the baseline's final accuracy**: the first step at which the strategy's mean curve reaches the
   baseline's mean final accuracy, as a ratio of the baseline's own, with a paired bootstrap 95% interval over seeds
   (2000 resamples). A ratio and its interval never contradict each other: when the point is not defined (the mean
@@ -37,13 +44,14 @@ from typing import Any
 import numpy as np
 
 from reinforce_ada.research.compare.breakdown import breakdown
-from reinforce_ada.research.compare.stats import interpolate, steps_ratio, t_interval
+from reinforce_ada.research.compare.selection import SELECTION_RULES, restrict, split_keys
+from reinforce_ada.research.compare.stats import interpolate, ratio_interval, steps_ratio, t_interval
 from reinforce_ada.research.compare.verdict import AXES_IN_WORDS, call
 
-__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "jsonable"]
+__all__ = ["BEST_LR_RULES", "REPORT_FORMAT", "analyse", "choose_lrs", "jsonable", "split_runs"]
 
 BEST_LR_RULES = ("tokens", "seconds", "final")
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 STEP, TOKENS, SECONDS, ACCURACY = range(4)  # the columns of a history row
 AXES = {"steps": STEP, "tokens": TOKENS, "seconds": SECONDS}
 
@@ -56,25 +64,21 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs: list[float], baseline: str,
-            best_lr_rule: str) -> dict[str, Any]:
-    """The report (see the module docstring) from ``runs[(strategy, lr, seed)] = {"history": [...], "timing":
-    {...}, "zero_variance": float | None}``, the finished runs (a missing one is left out; its seeds are not paired),
-    each optionally with ``evals``, ``strata`` and ``dynamics`` (:func:`~reinforce_ada.research.compare.runs.read_run`;
-    a run without them has no breakdown)."""
-    empty = {"evals": {}, "strata": None,
-             "dynamics": {"samples_per_step": [], "active_by_round": {}, "budget_by_pass_rate": {}}}
-    runs = {key: {**empty, **run} for key, run in runs.items()}
+def _by_strategy(runs: dict[tuple[str, float, int], dict], strategies: list[str]) -> dict[str, dict]:
     by: dict[str, dict[float, dict[int, dict]]] = {s: {} for s in strategies}
     for (strategy, lr, seed), run in runs.items():
         by[strategy].setdefault(lr, {})[seed] = run
-    if not by[baseline]:
-        raise ValueError(f"no finished run of the baseline {baseline}: nothing to compare against")
+    return by
 
-    def final_mean(by_seed):
-        return _mean([r["history"][-1][ACCURACY] for r in by_seed.values()])
 
-    base_lr = max(sorted(by[baseline]), key=lambda lr: final_mean(by[baseline][lr]))
+def _final_mean(by_seed: dict[int, dict]) -> float:
+    return _mean([r["history"][-1][ACCURACY] for r in by_seed.values()])
+
+
+def choose_lrs(by: dict[str, dict], baseline: str, best_lr_rule: str) -> tuple[dict[str, float], dict[str, float]]:
+    """``(best lr per strategy, budgets)`` by the rules of the module docstring, from the runs by strategy, lr and
+    seed: the baseline's lr by mean final accuracy, its budgets at that lr, every other strategy's by the rule."""
+    base_lr = max(sorted(by[baseline]), key=lambda lr: _final_mean(by[baseline][lr]))
     base = by[baseline][base_lr]
     budgets = {"steps": max(r["history"][-1][STEP] for r in base.values()),
                "tokens": _mean([r["history"][-1][TOKENS] for r in base.values()]),
@@ -82,23 +86,77 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
 
     def score(by_seed):  # what the best-lr rule maximises
         if best_lr_rule == "final":
-            return final_mean(by_seed)
+            return _final_mean(by_seed)
         column = AXES[best_lr_rule]
         return _mean([accuracy_at(r["history"], column, budgets[best_lr_rule]) for r in by_seed.values()])
 
+    best = {strategy: base_lr if strategy == baseline else max(sorted(lrs), key=lambda lr: score(lrs[lr]))
+            for strategy, lrs in by.items() if lrs}
+    return best, budgets
+
+
+def split_runs(runs: dict[tuple[str, float, int], dict]) -> tuple[dict, dict, dict[str, float], dict[str, dict]]:
+    """``(runs on the selection prompts, runs on the report prompts, mean prompts per seed in each, the halves by
+    seed)``: every run restricted to its seed's halves (:mod:`.selection`; ``{"<seed>": {"selection": [prompt key,
+    ...], "report": [...]}}``); ValueError names a run that logged no per-prompt results."""
+    chooser, judged, sizes, halves = {}, {}, {"selection": [], "report": []}, {}
+    for key, run in runs.items():
+        if not run.get("per_prompt"):
+            strategy, lr, seed = key
+            raise ValueError(f"{strategy} lr {lr:g} seed {seed} logged no per-prompt held-out results "
+                             f"(held_out.jsonl, written since this version): its lr cannot be chosen on other prompts "
+                             f"than those it is reported on")
+        selection, report = split_keys(key[2], run["per_prompt"]["keys"])
+        chooser[key], judged[key] = restrict(run, selection), restrict(run, report)
+        sizes["selection"].append(len(selection))
+        sizes["report"].append(len(report))
+        halves[str(key[2])] = {"selection": sorted(selection), "report": sorted(report)}
+    return chooser, judged, {part: _mean(values) for part, values in sizes.items()}, dict(sorted(halves.items()))
+
+
+def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs: list[float], baseline: str,
+            best_lr_rule: str, selection: str = "same") -> dict[str, Any]:
+    """The report (see the module docstring) from ``runs[(strategy, lr, seed)] = {"history": [...], "timing":
+    {...}, "zero_variance": float | None}``, the finished runs (a missing one is left out; its seeds are not paired),
+    each optionally with ``evals``, ``strata``, ``dynamics`` and ``per_prompt``
+    (:func:`~reinforce_ada.research.compare.runs.read_run`; a run without them has no breakdown). ``selection``:
+    ``"split"`` chooses the lrs on one half of each seed's held-out prompts and reports on the other, ``"same"``
+    chooses and reports on all of them (:mod:`.selection`)."""
+    empty = {"evals": {}, "strata": None, "per_prompt": None,
+             "dynamics": {"samples_per_step": [], "active_by_round": {}, "budget_by_pass_rate": {}}}
+    runs = {key: {**empty, **run} for key, run in runs.items()}
+    if selection not in SELECTION_RULES:
+        raise ValueError(f"selection must be one of {', '.join(SELECTION_RULES)} (got {selection!r})")
+    if not any(strategy == baseline for strategy, _, _ in runs):
+        raise ValueError(f"no finished run of the baseline {baseline}: nothing to compare against")
+    if selection == "split":
+        chooser, judged, sizes, halves = split_runs(runs)
+    else:
+        chooser = judged = runs
+        sizes, halves = {"selection": None, "report": None}, None
+    best_lrs, budgets = choose_lrs(_by_strategy(chooser, strategies), baseline, best_lr_rule)
+    by = _by_strategy(judged, strategies)
+    on_report = choose_lrs(by, baseline, best_lr_rule)[0] if selection == "split" else best_lrs
+    base_lr = best_lrs[baseline]
+    base = by[baseline][base_lr]
     report: dict[str, Any] = {"format": REPORT_FORMAT, "baseline": baseline, "best_lr_rule": best_lr_rule,
-                              "lrs": sorted(lrs), "seeds": sorted(base), "budgets": budgets, "strategies": {}}
+                              "lrs": sorted(lrs), "seeds": sorted(base), "budgets": budgets,
+                              "selection": {"rule": selection, "num_prompts": sizes, "prompts": halves,
+                                            "winner_changed": sorted(s for s in best_lrs
+                                                                     if on_report[s] != best_lrs[s])},
+                              "strategies": {}}
     grid = sorted(lrs)
     for strategy in strategies:
         if not by[strategy]:
             continue
-        best = base_lr if strategy == baseline else max(sorted(by[strategy]), key=lambda lr: score(by[strategy][lr]))
+        best = best_lrs[strategy]
         edge = None
         if len(grid) == 1:
             edge = "only"
         elif best in (grid[0], grid[-1]):
             edge = "lowest" if best == grid[0] else "highest"
-        entry: dict[str, Any] = {"best_lr": best, "best_lr_at_edge": edge, "per_lr": {}}
+        entry: dict[str, Any] = {"best_lr": best, "best_lr_at_edge": edge,
+                                 "best_lr_on_report_prompts": on_report[strategy], "per_lr": {}}
         for lr in sorted(by[strategy]):
             seeds = sorted(by[strategy][lr])
             hist = [by[strategy][lr][s]["history"] for s in seeds]
@@ -124,10 +182,9 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
         if paired:
             entry["steps_to_baseline_final"] = _with_reason(steps_ratio([_curve(h) for h in mine],
                                                                         [_curve(h) for h in theirs]))
-        entry["tokens_ratio"] = _mean([h[-1][TOKENS] for h in mine]) / _mean([h[-1][TOKENS] for h in theirs]) \
-            if paired else math.nan
-        entry["seconds_ratio"] = _mean([h[-1][SECONDS] for h in mine]) / _mean([h[-1][SECONDS] for h in theirs]) \
-            if paired else math.nan
+        entry["cost_ratios"] = {
+            axis: ratio_interval([m[-1][column] for m in mine], [t[-1][column] for t in theirs])
+            for axis, column in (("tokens", TOKENS), ("seconds", SECONDS))}
         timings = [r["timing"] for r in chosen.values()]
         entry["seconds_per_step"] = {part: _mean([t[part] for t in timings if t.get(part) is not None])
                                      for part in ("step", "generation", "scoring", "update", "sync")}
@@ -137,8 +194,8 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
         report["strategies"][strategy] = entry
     report["runs"] = [{"strategy": s, "lr": lr, "seed": seed, "history": run["history"], "evals": run["evals"],
                        "strata": run["strata"], "dynamics": run["dynamics"]}
-                      for (s, lr, seed), run in sorted(runs.items(), key=lambda kv: (strategies.index(kv[0][0]),
-                                                                                     kv[0][1], kv[0][2]))]
+                      for (s, lr, seed), run in sorted(judged.items(), key=lambda kv: (strategies.index(kv[0][0]),
+                                                                                       kv[0][1], kv[0][2]))]
     return report
 
 

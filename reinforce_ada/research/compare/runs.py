@@ -144,8 +144,9 @@ def read_run(folder: Path) -> dict[str, Any]:
     for a part its metrics do not have) and its mean zero-variance fraction of the kept groups; then what the paper's
     analyses read (:mod:`reinforce_ada.analyses`): ``evals`` (each further evaluation metric -- accuracy and prompts
     per stratum, pass@k, entropy -- aligned with ``history``, None where an evaluation lacks it), ``strata`` (the
-    run's ``strata.json`` in brief: counts and a digest of the assignment, None without one) and ``dynamics``
-    (``samples_per_step``, ``active_by_round``, ``budget_by_pass_rate``)."""
+    run's ``strata.json`` in brief: counts and a digest of the assignment, None without one), ``dynamics``
+    (``samples_per_step``, ``active_by_round``, ``budget_by_pass_rate``) and ``per_prompt`` (each evaluation's
+    per-prompt results from ``held_out.jsonl``, which :mod:`.selection` splits; None for a run without them)."""
     from reinforce_ada import analyses
 
     tokens, seconds = {0: 0}, {0: 0.0}
@@ -176,6 +177,7 @@ def read_run(folder: Path) -> dict[str, Any]:
             "zero_variance": sum(zero_variance) / len(zero_variance) if zero_variance else None,
             "evals": {name: [r.get(name) for r in evaluations] for name in names},
             "strata": _strata_brief(folder),
+            "per_prompt": _per_prompt(folder, [row[0] for row in history]),
             "dynamics": {"samples_per_step": analyses.samples_per_step(records)[1],
                          "active_by_round": analyses.active_by_round(records),
                          "budget_by_pass_rate": analyses.budget_by_pass_rate(records)}}
@@ -191,6 +193,35 @@ def _strata_brief(folder: Path) -> dict[str, Any] | None:
     assignment = sorted((row["key"], row["stratum"]) for row in data["prompts"])
     return {"counts": data["counts"], "num_samples": data["num_samples"], "bounds": data["bounds"],
             "digest": hashlib.sha256(json.dumps(assignment).encode()).hexdigest()[:16]}
+
+
+def _per_prompt(folder: Path, steps: list[int]) -> dict[str, Any] | None:
+    """``{"keys", "strata", "counts"}``: the held-out prompts' content hashes, each one's stratum (None without
+    ``strata.json``) and, per history row (``steps``), each prompt's ``[samples, correct]`` -- from the last line
+    of each step in ``held_out.jsonl`` (a resumed run writes its steps again); None when the file is missing, or
+    when an evaluation lacks its line or evaluated other prompts."""
+    from reinforce_ada.training.held_out import HELD_OUT_FILE
+
+    path = folder / HELD_OUT_FILE
+    if not path.is_file():
+        return None
+    by_step = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_step[int(record["step"])] = record
+    if any(step not in by_step for step in steps) or not steps:
+        return None
+    keys = by_step[steps[0]]["keys"]
+    if any(by_step[step]["keys"] != keys for step in steps):
+        return None
+    strata = None
+    if (folder / "strata.json").is_file():
+        by_key = {row["key"]: row["stratum"] for row in json.loads((folder / "strata.json").read_text())["prompts"]}
+        strata = [by_key.get(key) for key in keys]
+    return {"keys": keys, "strata": strata,
+            "counts": [[list(pair) for pair in zip(by_step[step]["samples"], by_step[step]["correct"])]
+                       for step in steps]}
 
 
 def read_ledger(ledger: Path) -> list[dict[str, Any]]:

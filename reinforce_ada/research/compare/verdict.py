@@ -1,6 +1,7 @@
 """The verdict of a comparison in words: for each strategy against the baseline at equal tokens, steps and seconds,
 *ahead*, *behind* or *inconclusive* by the 95% interval of its paired differences, and for an inconclusive one about
-how many seeds would resolve the difference observed.
+how many seeds would resolve the difference observed. In words an inconclusive call is "no resolved difference" with
+the range its interval spans (never "level", which would read as "shown equal").
 
 **The rule.** Per seed both finished, d_i = the strategy's held-out accuracy minus the baseline's at the same budget
 (:mod:`.report`). With n seeds, mean m and standard deviation s of the d_i, the two-sided 95% Student-t interval is
@@ -9,7 +10,8 @@ seed gives no interval).
 
 **The power rule** (:func:`seeds_needed`): if the true difference and spread were those observed, a paired t-test at
 5% (two-sided) detects the difference with 80% power at about the smallest n with
-(t_{0.975, n-1} + z_{0.80}) s / √n <= |m|, z_{0.80} = 0.8416 (the normal approximation to the noncentral t). It is a
+(t_{0.975, n-1} + z_{0.80}) s / √n <= |m|, z_{0.80} = 0.8416 (the normal approximation to the noncentral t;
+t_{0.975, n-1} exact at every n, :func:`~reinforce_ada.research.compare.stats.t975`). It is a
 planning figure, not a promise: m and s are themselves estimates from few seeds, and the n needed grows as the square
 of s/|m|. No number of seeds resolves an observed difference of exactly 0.
 """
@@ -17,6 +19,7 @@ of s/|m|. No number of seeds resolves an observed difference of exactly 0.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,8 +28,8 @@ from reinforce_ada.research.compare.stats import t975, t_interval
 
 __all__ = ["AXES_IN_WORDS", "MAX_SEEDS", "Z80", "call", "seeds_needed"]
 
-Z80 = 0.8416
-"""The 80% quantile of the standard normal: the power term of :func:`seeds_needed`."""
+Z80 = NormalDist().inv_cdf(0.80)
+"""The 80% quantile of the standard normal (0.8416): the power term of :func:`seeds_needed`."""
 MAX_SEEDS = 1000
 """Past this many seeds :func:`seeds_needed` stops looking (the difference is negligible against the spread)."""
 AXES_IN_WORDS = {"at_tokens": "at equal tokens", "at_steps": "at equal steps", "at_seconds": "at equal seconds"}
@@ -38,7 +41,7 @@ def seeds_needed(mean: float, sd: float) -> int | None:
     when no n up to :data:`MAX_SEEDS` does (a mean of 0 never does).
 
     >>> seeds_needed(0.05, 0.05), seeds_needed(0.01, 0.05), seeds_needed(0.0, 0.05)
-    (10, 197, None)
+    (10, 198, None)
     """
     if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0:
         return None
@@ -85,21 +88,32 @@ def call(differences: Sequence[float]) -> dict[str, Any]:
     return out
 
 
+def interval_words(mean: float, half: float | None) -> str:
+    """An interval as the range it spans, ``"-0.036 to +0.082"`` (the mean alone when there is no half-width)."""
+    if half is None or math.isnan(half):
+        return f"{mean:+.3f}"
+    return f"{mean - half:+.3f} to {mean + half:+.3f}"
+
+
+def call_words(c: dict[str, Any]) -> str:
+    """A call in words, as the verdict paragraph gives it: ``**ahead** (+0.038 to +0.150)``, ``**behind** (...)``, or
+    ``**no resolved difference** (-0.036 to +0.082; about 38 seeds would resolve +0.023)`` -- never "level": an
+    interval that holds 0 shows that no difference was resolved, not that there is none."""
+    if c["mean"] is None:
+        return f"**no resolved difference** ({c['reason']})"
+    interval = interval_words(c["mean"], c["half_width"])
+    if c["call"] != "inconclusive":
+        return f"**{c['call']}** ({interval})"
+    if c["half_width"] is None:
+        return f"**no resolved difference** ({interval}; {c['reason']})"
+    if c["seeds_needed"] is not None:
+        return (f"**no resolved difference** ({interval}; about {c['seeds_needed']} seeds would resolve "
+                f"{c['mean']:+.3f})")
+    return f"**no resolved difference** ({interval}; {c['reason']})"
+
+
 def in_words(strategy: str, calls: dict[str, dict[str, Any]]) -> str:
-    """One strategy's verdict line: each budget's call with its interval (and the seeds an inconclusive one needs)."""
-    parts = []
-    for axis, words in AXES_IN_WORDS.items():
-        c = calls.get(axis)
-        if c is None:
-            continue
-        if c["mean"] is None:
-            parts.append(f"{words} **{c['call']}** ({c['reason']})")
-            continue
-        interval = f"{c['mean']:+.3f}" + (f" ± {c['half_width']:.3f}" if c["half_width"] is not None else "")
-        if c["call"] != "inconclusive":
-            parts.append(f"{words} **{c['call']}** ({interval})")
-        elif c["seeds_needed"] is not None:
-            parts.append(f"{words} **inconclusive** ({interval}; about {c['seeds_needed']} seeds would resolve it)")
-        else:
-            parts.append(f"{words} **inconclusive** ({interval}; {c['reason']})")
+    """One strategy's verdict line: each budget's call with the range of its 95% interval (and the seeds an
+    unresolved one needs)."""
+    parts = [f"{words} {call_words(calls[axis])}" for axis, words in AXES_IN_WORDS.items() if axis in calls]
     return f"- **{strategy}**: " + "; ".join(parts) + "."

@@ -27,7 +27,7 @@ import functools
 import math
 from typing import Callable
 
-from reinforce_ada.core.allocation import ALLOCATION_RULES
+from reinforce_ada.core.allocation.per_round import ALLOCATION_RULES
 from reinforce_ada.core.exits import EXIT_RULES, EXIT_THRESHOLDS
 
 __all__ = ["THRESHOLD_EXIT_RULES", "exit_needs", "exit_probabilities", "exit_probability", "smallest_request",

@@ -7,7 +7,7 @@ Signature: ``rule(num_drawn, num_positive, num_negative, samples_per_round, max_
 *Step* allocation rules (:data:`STEP_ALLOCATION_RULES`) decide for the whole batch at once, because they share one
 budget per step: ``rule(states, budget_left, *, samples_per_round, max_samples, group_size, exit_rule,
 min_positive, skip) -> list[int]``, one request size per still-active prompt (``"budget"``, in
-:mod:`reinforce_ada.core.budget_allocation`). ``SamplerConfig.allocation`` names a rule of either kind.
+:mod:`reinforce_ada.core.allocation.budget`). ``SamplerConfig.allocation`` names a rule of either kind.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ exit rule, with a full group of ``n`` drawable:
 
     V(k) = P(J_k >= need_pos  and  k - J_k >= need_neg  and  k >= n - (s + f)),    J_k ~ BetaBinomial(k, a + s, b + f)
 
-(:func:`reinforce_ada.core.beta_allocation.exit_probabilities`). For the ``mixed`` exit rule (one positive and one
+(:func:`reinforce_ada.core.allocation.exit_probability.exit_probabilities`). For the ``mixed`` exit rule (one positive and one
 negative) this is exactly the probability that the kept group has signal; for ``balanced`` it is the probability
 that a balanced group can be drawn. An empty pool of a uniform-prior prompt has ``V(k) = 1 - 2/(k+1)`` (mixed).
 
@@ -56,8 +56,8 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple, Sequence
 
-from reinforce_ada.core.allocation import STEP_ALLOCATION_RULES
-from reinforce_ada.core.beta_allocation import _cached_probabilities, exit_needs
+from reinforce_ada.core.allocation.per_round import STEP_ALLOCATION_RULES
+from reinforce_ada.core.allocation.exit_probability import _cached_probabilities, exit_needs
 
 __all__ = ["BUDGET_EXIT_RULES", "PoolState", "allocate", "best_increment", "budget", "value_curve"]
 

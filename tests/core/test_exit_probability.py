@@ -5,7 +5,7 @@ import pytest
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.allocation import ALLOCATION_RULES
-from reinforce_ada.core.beta_allocation import (
+from reinforce_ada.core.allocation.exit_probability import (
     beta_request,
     exit_needs,
     exit_probabilities,

@@ -1,0 +1,310 @@
+"""AdaGRPOTrainer with ``mode="est"`` (Reinforce-Ada-Est) end to end on the tiny model, TRL's plain generation, CPU.
+
+One 6-step run (module fixture: 4 prompts that recur every other step, 2 prompts x 8 rows per step, one process,
+``scale_rewards="none"``) backs the tests of what TRL's loss sees -- 16 rows every step, rows per prompt that move off
+the even split once prompts recur, ``(r - rbar) / sqrt(rbar + 1e-6)`` within each prompt, recomputed here from the
+reward function and the completions' texts -- and the equivalence with the standalone ``EstSampler`` fed the same
+prompts and rewards. Resume and the checks of the config are below; two processes: test_trl_distributed.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+
+from reinforce_ada.config import ConfigError  # noqa: E402
+from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer  # noqa: E402
+from reinforce_ada.integrations.trl.est import dataset_prompt  # noqa: E402
+from reinforce_ada.models import build_char_tokenizer, build_tiny_model  # noqa: E402
+from reinforce_ada.sampling.memory import prompt_key  # noqa: E402
+from reinforce_ada.types import Completion  # noqa: E402
+
+PROMPTS = ["1+1=", "2+2=", "3+3=", "4+4="]
+EPS = 1e-6
+
+
+def est_reward(prompts, completions, **kwargs):
+    """Prompts 1+1 and 2+2 are easy (every completion correct); 3+3 and 4+4 hard (correct when the completion's first
+    character code is divisible by 4: about a quarter of the time)."""
+    return [1.0 if p in ("1+1=", "2+2=") else float(bool(c) and ord(c[0]) % 4 == 0)
+            for p, c in zip(prompts, completions)]
+
+
+def est_args(tmp_path, **overrides):
+    params = dict(output_dir=str(tmp_path / "run"), use_cpu=True, report_to=[], bf16=False, save_strategy="no",
+                  mode="est", num_generations=8, per_device_train_batch_size=16, scale_rewards="none",
+                  max_completion_length=6, max_steps=6, logging_steps=1, learning_rate=1e-2, seed=0,
+                  shuffle_dataset=False)
+    params.update(overrides)
+    return AdaGRPOConfig(**params)
+
+
+def dataset():
+    return Dataset.from_dict({"prompt": PROMPTS, "answer": ["2", "4", "6", "8"]})
+
+
+class EstRecordingTrainer(AdaGRPOTrainer):
+    """Captures, per training generation, Est's prompts, counts, rewards, advantages and memory, and what the loss
+    sees."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps: list[dict] = []
+        self.loss_inputs: list[dict] = []
+
+    def _est_generate_and_score(self, inputs):
+        memory_before = json.loads(json.dumps(self.ada_est.memory.state_dict()))
+        rows = []
+        original = self.ada_est.assign_rows
+
+        def assign(batch):
+            rows.extend(original(batch))
+            step = self.ada_est.step
+            self.steps.append({"prompts": step.prompts, "counts": step.counts.tolist(), "memory": memory_before})
+            return rows
+
+        self.ada_est.assign_rows = assign
+        try:
+            output = super()._est_generate_and_score(inputs)
+        finally:
+            del self.ada_est.assign_rows
+        self.steps[-1]["advantages"] = self.ada_est.last_advantages.tolist()
+        return output
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training:
+            self.steps[-1]["rewards"] = rewards[:, 0].tolist()
+            self.steps[-1]["completions"] = list(completions)
+        return rewards
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if model.training:
+            self.loss_inputs.append({k: inputs[k].detach().cpu().clone() for k in
+                                     ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")})
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("trl_est")
+    model, tokenizer = build_tiny_model(), build_char_tokenizer()
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    trainer = EstRecordingTrainer(model=model, reward_funcs=est_reward, args=est_args(tmp_path), train_dataset=dataset(),
+                                  processing_class=tokenizer)
+    trainer.train()
+    return SimpleNamespace(trainer=trainer, tokenizer=tokenizer, before=before)
+
+
+def test_every_step_trains_16_rows_handed_out_by_the_memory(run):
+    trainer = run.trainer
+    assert trainer.state.global_step == 6
+    assert [len(x["advantages"]) for x in trainer.loss_inputs] == [16] * 6  # what TRL's loss sees
+    assert [sum(s["counts"]) for s in trainer.steps] == [16] * 6
+    # the first visit of each prompt is the even split (empty memory); once prompts recur the hard ones get more rows
+    assert [s["counts"] for s in trainer.steps[:2]] == [[8, 8], [8, 8]]
+    later = [dict(zip((p.prompt for p in s["prompts"]), s["counts"])) for s in trainer.steps[2:]]
+    assert any(len(set(c.values())) > 1 for c in later), later
+    assert all(c.get("3+3=", 0) >= c.get("1+1=", 0) for c in later if "3+3=" in c and "1+1=" in c)
+    changed = [k for k, v in run.before.items() if not torch.equal(v, dict(trainer.model.named_parameters())[k])]
+    assert changed
+
+
+def test_the_loss_sees_est_advantages_within_each_prompt(run):
+    """Recomputed from the reward function on the decoded completions, grouped by the rows' prompt token ids."""
+    for inputs in run.trainer.loss_inputs:
+        prompts = run.tokenizer.batch_decode(inputs["prompt_ids"], skip_special_tokens=True)
+        completions = run.tokenizer.batch_decode(inputs["completion_ids"] * inputs["completion_mask"],
+                                                 skip_special_tokens=True)
+        rewards = np.array(est_reward(prompts, completions))
+        for prompt in set(prompts):
+            rows = [i for i, p in enumerate(prompts) if p == prompt]
+            rbar = rewards[rows].mean()
+            expected = (rewards[rows] - rbar) * min(1 / math.sqrt(rbar + EPS), 8.0)
+            assert inputs["advantages"][rows].tolist() == pytest.approx(expected.tolist(), abs=1e-5), prompt
+
+
+def test_trl_logs_are_per_prompt(run):
+    logs = [h for h in run.trainer.state.log_history if "ada/est/alloc_max" in h]
+    assert len(logs) == 6
+    assert any(h["ada/est/alloc_max"] > h["ada/est/alloc_min"] for h in logs)
+    for step, h in zip(run.trainer.steps, logs):
+        rewards, counts = np.array(step["rewards"]), step["counts"]
+        groups = np.split(rewards, np.cumsum(counts)[:-1])
+        zero_std_rows = sum(len(g) for g in groups if np.ptp(g) == 0)
+        assert h["frac_reward_zero_std"] == pytest.approx(zero_std_rows / 16)
+    assert list(run.trainer._logs["advantages"])[-16:] == pytest.approx(run.trainer.steps[-1]["advantages"])
+
+
+def test_equivalent_to_the_standalone_est_sampler(run):
+    """The standalone EstSampler, given the same prompts (in the same order) and the same completions and rewards,
+    allocates the same counts, computes the same advantages and ends every step with the same memory."""
+    from reinforce_ada.sampling.estimate import EstSampler
+
+    trainer = run.trainer
+    script: dict = {}
+
+    class Replay:
+        def generate(self, requests):
+            return [[Completion(prompt_id=r.prompt.prompt_id, text=t) for t in script[r.prompt.prompt_id]][:r.num_samples]
+                    for r in requests]
+
+    def verifier(prompts, completions):
+        return [rewards_by_text[(p.prompt_id, c.text)].pop(0) for p, c in zip(prompts, completions)]
+
+    sampler = EstSampler(Replay(), verifier, trainer.ada_est.config)
+    for step in trainer.steps:
+        assert sampler.memory.state_dict() == step["memory"]
+        counts, _, _ = sampler.allocate(step["prompts"])
+        assert counts.tolist() == step["counts"]
+        offsets = np.cumsum([0] + step["counts"])
+        rewards_by_text: dict = {}
+        for j, prompt in enumerate(step["prompts"]):
+            texts = step["completions"][offsets[j]:offsets[j + 1]]
+            script[prompt.prompt_id] = texts
+            for text, reward in zip(texts, step["rewards"][offsets[j]:offsets[j + 1]]):
+                rewards_by_text.setdefault((prompt.prompt_id, text), []).append(reward)
+        batch = sampler.sample(step["prompts"])
+        np.testing.assert_allclose(batch.advantages, step["advantages"], rtol=1e-12, atol=1e-12)
+    assert sampler.memory.state_dict() == trainer.ada_est.memory.state_dict()
+
+
+def test_resume_is_bit_identical(tmp_path):
+    def train(args, resume=None):
+        torch.manual_seed(0)
+        trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward, args=args,
+                                 train_dataset=dataset(), processing_class=build_char_tokenizer())
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    whole = train(est_args(tmp_path / "whole", max_steps=4))
+    first = est_args(tmp_path / "part", max_steps=4, save_strategy="steps", save_steps=2)
+    train(first)
+    checkpoint = tmp_path / "part" / "run" / "checkpoint-2"
+    assert "est" in json.loads((checkpoint / "ada_sampler_state_0.json").read_text())
+    resumed = train(est_args(tmp_path / "part", max_steps=4), resume=str(checkpoint))
+    assert resumed.ada_est.memory.state_dict() == whole.ada_est.memory.state_dict()
+    final = dict(whole.model.named_parameters())
+    for name, value in resumed.model.named_parameters():
+        assert torch.equal(value, final[name]), name
+
+
+def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
+    seeds = tmp_path / "rates.jsonl"
+    seeds.write_text("".join(json.dumps({"key": prompt_key(dataset_prompt({"prompt": p, "answer": a})),
+                                         "pass_rate": r, "num_samples": 16}) + "\n"
+                             for p, a, r in [("1+1=", "2", 1.0), ("3+3=", "6", 0.0625)]))
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                             args=est_args(tmp_path, memory_seed=str(seeds), max_steps=1),
+                             train_dataset=dataset(), processing_class=build_char_tokenizer())
+    counts, _, _ = trainer.ada_est.allocate_preview([dataset_prompt({"prompt": p, "answer": a})
+                                                     for p, a in [("1+1=", "2"), ("3+3=", "6")]])
+    assert counts[1] > counts[0]
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}) + "\n")
+    with pytest.raises(ConfigError, match="seeded 0 of the 4 training prompts"):
+        AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                       args=est_args(tmp_path, memory_seed=str(other)), train_dataset=dataset(),
+                       processing_class=build_char_tokenizer())
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"num_generations": 4}, "est_samples_per_prompt=8 must equal num_generations=4"),
+    ({"est_budget": 64}, "leave est_budget None"),
+    ({"max_rounds": 2}, "max_rounds: settings of mode='rounds'"),
+    ({"est_decay": 0.0}, "est.decay must be in"),
+    ({"mode": "streaming"}, "'rounds'"),
+])
+def test_bad_est_config_is_refused_by_name(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        est_args(tmp_path, **overrides)
+
+
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+
+
+def test_every_loss_type_is_blind_to_the_grouping(tmp_path):
+    """Unequal groups reach TRL's loss only through each row's advantage: for every loss type the installed TRL has,
+    the loss on a step of 11 + 5 rows is the same whatever the rows' order (no loss reshapes rows into
+    num_generations-blocks), and it is finite and not zero. How each one normalises: docs/trl.md."""
+    from trl import GRPOConfig
+
+    class Capturing(AdaGRPOTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if model.training:
+                self.captured = inputs
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    data = Dataset.from_dict({"prompt": ["3+3=", "1+1="], "answer": ["6", "2"]})
+    trainer = Capturing(model=build_tiny_model(), reward_funcs=est_reward, args=est_args(tmp_path, max_steps=1),
+                        train_dataset=data, processing_class=build_char_tokenizer())
+    trainer.ada_est.memory.seed(prompt_key(dataset_prompt({"prompt": "3+3=", "answer": "6"})), 0.1, 16)
+    trainer.train()
+    assert trainer.state.log_history[0]["ada/est/alloc_max"] > trainer.state.log_history[0]["ada/est/alloc_min"]
+    inputs = trainer.captured
+    assert inputs["advantages"].abs().sum() > 0
+    order = torch.randperm(16, generator=torch.Generator().manual_seed(0))
+    permuted = {k: v[order] if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == 16 else v
+                for k, v in inputs.items()}
+    known = [t for t in LOSS_TYPES if f"'{t}'" in GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]]
+    assert {"grpo", "bnpo", "dr_grpo", "dapo"} <= set(known)
+    for loss_type in known:
+        trainer.loss_type = loss_type
+        trainer.importance_sampling_level = "sequence" if loss_type == "luspo" else "token"
+        with torch.no_grad():
+            loss, again = (float(trainer.compute_loss(trainer.model, x)) for x in (inputs, permuted))
+        assert math.isfinite(loss) and again == pytest.approx(loss, rel=1e-5, abs=1e-7), loss_type
+        if loss_type != "grpo":  # grpo's per-sequence means of a centred advantage cancel to ~0 on-policy
+            assert abs(loss) > 1e-4, loss_type
+
+
+@pytest.mark.parametrize("vllm_mode", ["colocate", "server"])
+def test_est_generates_through_trls_vllm_modes(tmp_path, monkeypatch, vllm_mode):
+    """TRL's own VLLMGeneration (only the engine or the HTTP client faked): one request per step holding the step's
+    16 rows, one completion each (n=1), whatever Est's counts."""
+    import sys as _sys
+    from pathlib import Path
+
+    from trl.generation import vllm_generation
+
+    from reinforce_ada.models.tiny import TINY_VOCAB
+
+    _sys.path.insert(0, str(Path(__file__).parent))
+    from test_trl import FakeLLM  # noqa: E402 -- the colocate engine stand-in
+    from trl_two_process import FakeVLLMClient  # the server client stand-in
+
+    tokenizer = build_char_tokenizer()
+    calls: list[tuple[int, int]] = []
+    if vllm_mode == "colocate":
+        fake = FakeLLM(len(TINY_VOCAB), tokenizer.eos_token_id)
+
+        def fake_init_vllm(self):
+            self.llm, self._llm_weights_sleeping = fake, False
+
+        monkeypatch.setattr(vllm_generation, "SamplingParams", lambda **kwargs: kwargs, raising=False)
+    else:
+        fake = FakeVLLMClient(len(TINY_VOCAB), tokenizer.eos_token_id)
+
+        def fake_init_vllm(self):
+            self.vllm_client = fake
+
+    monkeypatch.setattr(vllm_generation.VLLMGeneration, "_init_vllm", fake_init_vllm)
+    trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                                  args=est_args(tmp_path, use_vllm=True, vllm_mode=vllm_mode, max_steps=4),
+                                  train_dataset=dataset(), processing_class=tokenizer)
+    trainer.train()
+    if vllm_mode == "colocate":
+        assert fake.calls == [16] * 4
+    else:
+        assert fake.generate_calls == [{"num_prompts": 16, "n": 1}] * 4
+    assert [sum(s["counts"]) for s in trainer.steps] == [16] * 4
+    assert any(len(set(s["counts"])) > 1 for s in trainer.steps[2:])
