@@ -12,7 +12,10 @@ logs:
 * :func:`samples_per_step`, :func:`active_by_round` -- sampling dynamics: samples drawn per step, and the share of a
   step's prompts still active at the start of each round (Fig. 5);
 * :func:`budget_by_pass_rate` -- for strategies with a cross-step pass-rate memory, the samples per prompt against
-  the memory's estimated pass rate (``sampling/by_pass_rate/<bin>/*``).
+  the memory's estimated pass rate (``sampling/by_pass_rate/<bin>/*``);
+* :func:`allocation_over_run` -- for a one-shot allocation (Est): samples per prompt over the whole run, the share
+  of the samples spent on prompts believed hard, and how many prompts the memory holds at the end
+  (``sampling/alloc_*``, ``sampling/budget_share_hard``, ``sampling/memory_prompts``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-__all__ = ["active_by_round", "budget_by_pass_rate", "entropy_points", "pass_curves", "samples_per_step",
+__all__ = ["active_by_round", "allocation_over_run", "budget_by_pass_rate", "entropy_points", "pass_curves", "samples_per_step",
            "series", "strata_series"]
 
 Records = Sequence[dict[str, Any]]
@@ -85,3 +88,26 @@ def budget_by_pass_rate(records: Records) -> dict[str, tuple[float, float]]:
                 cell[0 if m.group(2) == "prompts" else 1] += float(v)
     order = sorted((b for b in sums if b != "unseen"), key=lambda b: float(b.split("-")[0]))
     return {b: (sums[b][0], sums[b][1]) for b in order + (["unseen"] if "unseen" in sums else [])}
+
+
+def allocation_over_run(records: Records) -> dict[str, float]:
+    """A one-shot allocation over the run's steps: ``min`` / ``max`` samples a prompt got in any step, ``mean`` samples
+    per prompt (all samples over all prompt-visits), ``share_hard`` (the samples on prompts whose estimate was below
+    the hard threshold, over all samples) and ``memory_prompts`` (prompts with a remembered estimate after the last
+    step); empty when the run logged no allocation.
+
+    >>> allocation_over_run([{"sampling/alloc_min": 2, "sampling/alloc_max": 8, "sampling/alloc_total": 12,
+    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.5, "sampling/memory_prompts": 3},
+    ...                      {"sampling/alloc_min": 4, "sampling/alloc_max": 4, "sampling/alloc_total": 12,
+    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.0, "sampling/memory_prompts": 5}])
+    {'min': 2.0, 'mean': 4.0, 'max': 8.0, 'share_hard': 0.25, 'memory_prompts': 5.0}
+    """
+    steps = [r for r in records if "sampling/alloc_total" in r and "sampling/num_prompts" in r]
+    if not steps:
+        return {}
+    total = sum(float(r["sampling/alloc_total"]) for r in steps)
+    visits = sum(float(r["sampling/num_prompts"]) for r in steps)
+    hard = sum(float(r["sampling/alloc_total"]) * float(r.get("sampling/budget_share_hard", 0.0)) for r in steps)
+    return {"min": min(float(r["sampling/alloc_min"]) for r in steps), "mean": total / visits if visits else 0.0,
+            "max": max(float(r["sampling/alloc_max"]) for r in steps), "share_hard": hard / total if total else 0.0,
+            "memory_prompts": float(steps[-1].get("sampling/memory_prompts", 0.0))}

@@ -231,14 +231,21 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
     except RunInterrupted as err:  # the run said which interrupt, where, and how it goes on
-        print(f"interrupted: reinforce-ada {args.command} stopped ({err})", file=sys.stderr)
+        if args.command == "compare":  # compare continues its runs itself: its own way on, not the run's
+            print(f"interrupted: reinforce-ada compare stopped ({err.cause}); {_COMPARE_GOES_ON}", file=sys.stderr)
+        else:
+            print(f"interrupted: reinforce-ada {args.command} stopped ({err})", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as err:  # nothing is half-written: checkpoints and metrics lines are written whole
         what = err.name if isinstance(err, Signalled) else "KeyboardInterrupt"
-        hint = ("the same command continues it: finished runs are kept" if args.command == "compare" else
+        hint = (_COMPARE_GOES_ON if args.command == "compare" else
                 "a training run continues from its newest checkpoint with --resume")
         print(f"interrupted: reinforce-ada {args.command} stopped ({what}); {hint}", file=sys.stderr)
         return getattr(err, "exit_status", 130)
+
+
+_COMPARE_GOES_ON = ("the same command continues it: finished runs are kept, an interrupted run continues from its "
+                    "checkpoint or starts over")
 
 
 def _stop_on_signals() -> dict[int, Any]:

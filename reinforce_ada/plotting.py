@@ -243,9 +243,13 @@ def active_panel(ax: Any, shown: Sequence[tuple[str, str, dict[int, float]]]) ->
     width = 0.8 / len(with_rounds)
     for i, (label, color, active) in enumerate(with_rounds):
         ax.bar([k + i * width for k in active], list(active.values()), width=width, color=color, label=label)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))  # a streaming sampler has up to 32 waves
+    # a tick per round, under the middle of its bars (every few rounds when there are many: a streaming sampler has
+    # up to 32 waves); never a fractional round, which a locator gives when only one or two rounds are drawn
+    rounds = sorted({k for _, _, active in with_rounds for k in active})
+    every = -(-len(rounds) // 10)
+    shown_rounds = rounds[::every]
+    ax.set_xticks([k + (len(with_rounds) - 1) * width / 2 for k in shown_rounds], [str(k) for k in shown_rounds])
+    ax.set_xlim(rounds[0] - 0.6, rounds[-1] + 0.6 + (len(with_rounds) - 1) * width)
     ax.set(xlabel="round", ylabel="share of the step's prompts", ylim=(0, 1.05))
     _lacking(ax, [label for label, _, active in shown if not active])
 

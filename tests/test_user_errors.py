@@ -258,6 +258,29 @@ def test_usage_errors_are_one_line_naming_the_option_with_the_closest_spelling(c
     assert capsys.readouterr().err.splitlines() == [line]
 
 
+@pytest.mark.fault("another trainer's spelling of an option: train --lr 1e-3, --learning_rate 1e-3, --max_steps 3, "
+                   "--sampler.est.prior_beta 16",
+                   "taken as the option itself (--lr suggested --lora; the underscores were unrecognized)")
+@pytest.mark.parametrize("argv, setting, value", [
+    (["--lr", "1e-3"], "learning_rate", 1e-3), (["--learning_rate", "1e-3"], "learning_rate", 1e-3),
+    (["--max_steps", "3"], "max_steps", 3), (["--group_size", "2"], "group_size", 2),
+    (["--strategy", "ada-est", "--sampler.est.prior_beta", "16"], "sampler.est.prior_beta", 16.0),
+    (["--use_chat_template", "false"], "use_chat_template", False),
+])
+def test_other_trainers_spellings_are_the_options_themselves(argv, setting, value):
+    from reinforce_ada.config import TrainConfig, load_config
+
+    args = cli.build_parser().parse_args(["train", *argv])
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
+    config = load_config(TrainConfig, None, overrides)
+    *sections, name = setting.split(".")
+    if name == "group_size":
+        sections = ["sampler"]
+    for part in sections:
+        config = getattr(config, part)
+    assert getattr(config, name) == value
+
+
 @pytest.mark.fault("a mistyped choice of a config field (train --strategy grop)",
                    "exit 2, one line under the prefix every error has, the choices and the closest one (it offered "
                    "'(or a callable)', which no command line can give, under another prefix than argparse's)")

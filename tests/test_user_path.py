@@ -94,7 +94,7 @@ def test_eval_on_the_run_uses_its_settings_and_its_held_out_prompts(in_home):
     assert "max_new_tokens=8" in results["settings_from_run"]
     assert results["verifiers"] == {"held-out": "arithmetic"}
     assert results["prompts"]["held-out"] == (f"the run's held-out prompts ({HELD_OUT} of task arithmetic's test "
-                                              "split drawn with seed 1, as its eval/accuracy)")
+                                              "split drawn with seed 1, the run's seed + 1, as its eval/accuracy)")
     lines = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
     trainer_held_out = get_task("arithmetic").prompts(HELD_OUT, seed=1, split="test")  # training/setup's rule
     assert list(dict.fromkeys(line["prompt_id"] for line in lines)) == [p.prompt_id for p in trainer_held_out]
@@ -126,7 +126,8 @@ def test_select_prompts_on_the_run_writes_into_the_run_folder(in_home):
     selected, rates = run / "selected_prompts.jsonl", run / "pass_rates.jsonl"
     kept = [json.loads(line) for line in selected.read_text().splitlines()]
     estimates = [json.loads(line) for line in rates.read_text().splitlines()]
-    assert "prompts: 32 of task arithmetic's train split drawn with seed 0" in out
+    assert re.search(r"prompts: the first 32 of the run's \d+ training prompts \(task arithmetic's train split "
+                     r"drawn with seed 0\)", out)
     assert (f"kept {len(kept)} of 32 prompts with pass rate in [0.0625, 0.9375] (4 samples each); wrote "
             f"{selected.resolve()} and {rates.resolve()}") in out
     assert len(estimates) == 32 and all(e["num_samples"] == 4 for e in estimates)

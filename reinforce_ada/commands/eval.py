@@ -226,8 +226,8 @@ def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str,
     if not prompts:
         raise UsageError(f"give --data: run {source.run_dir} held out no prompts (eval_prompts=0, or --data without "
                          "--eval-data)")
-    where = (cfg.eval_data if cfg.eval_data else
-             f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}")
+    where = (cfg.eval_data if cfg.eval_data else  # the trainer's rule (runs.data.held_out_prompts), said as such
+             f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}, the run's seed + 1")
     return (prompts, verifier or run_verifier_name(cfg, task),
             f"the run's held-out prompts ({len(prompts)} of {where}, as its eval/accuracy)")
 
@@ -242,6 +242,10 @@ def _strata_groups(source: Any, datasets: dict[str, list[Prompt]]) -> tuple[dict
     strata = Strata.read(source.run_dir / STRATA_FILE)
     lookup = strata.lookup()
     missing = sum(lookup(p) is None for p in datasets["held-out"])
+    if missing == len(datasets["held-out"]):  # strata of other prompts: no stratum to report, and why
+        return None, (f"{source.run_dir / STRATA_FILE} does not fit these prompts: none of the "
+                      f"{len(datasets['held-out'])} held-out prompts is among the {len(strata.rows)} it fixed "
+                      f"strata on (the held-out prompts changed since?), so there is no accuracy per stratum")
     line = (f"{source.run_dir / STRATA_FILE}: each held-out prompt's pass rate under the start model from "
             f"{strata.num_samples} samples ({describe(strata.bounds)})"
             + (f"; {missing} of these prompts are not among them and are in no stratum" if missing else ""))

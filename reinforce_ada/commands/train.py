@@ -49,10 +49,29 @@ def run(args: argparse.Namespace) -> int:
         strata = _by_stratum(Path(config.output_dir)) if changed is None else ""
         if strata:
             print(strata)
+    allocation = _allocation(Path(config.output_dir))
+    if allocation:
+        print(allocation)
     print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
           f"tokens generated {summary['total_tokens']}, wall {summary['wall_seconds']:.0f} s")
     print(f"run folder: {Path(config.output_dir).resolve()}")
     return 0
+
+
+def _allocation(folder: Path) -> str:
+    """A one-shot allocation's figures over the run (Est), in one line ("" for a run that logged none)."""
+    import json
+
+    from reinforce_ada import analyses
+    from reinforce_ada.core.allocation import HARD_BELOW
+
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    a = analyses.allocation_over_run(records)
+    if not a:
+        return ""
+    return (f"allocation over the run: {a['min']:.0f} / {a['mean']:.1f} / {a['max']:.0f} samples per prompt (min / "
+            f"mean / max), {100 * a['share_hard']:.1f}% of the samples on prompts believed hard (p_hat < "
+            f"{HARD_BELOW:g}), {a['memory_prompts']:.0f} prompts with a remembered estimate")
 
 
 def _by_stratum(folder: Path) -> str:

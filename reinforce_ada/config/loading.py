@@ -300,6 +300,25 @@ def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None 
                 action = group.add_argument(option, type=setting.kind, metavar=_METAVARS[setting.kind], **kwargs)
             if i:
                 action.alias_of = setting.options[0]  # not in the help, but a spelling the command line suggests
+        for option in _typed_spellings(setting):  # what users of other trainers type: the same option, unlisted
+            kwargs = dict(dest=setting.dests[0], default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            if setting.kind is bool:  # (never suggested for a typo: the suggestion is the option's own spelling)
+                group.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
+            else:
+                group.add_argument(option, type=setting.kind, metavar=_METAVARS[setting.kind], **kwargs)
+
+
+COMMON_SPELLINGS = {"learning_rate": ("--lr",)}
+"""Short spellings other trainers use for a setting, accepted as the setting's own option (``--lr 1e-3`` is
+``--learning-rate 1e-3``)."""
+
+
+def _typed_spellings(setting: ConfigOption) -> list[str]:
+    """The command-line spellings of ``setting`` besides its own: each option with underscores
+    (``--learning_rate``, HF's and TRL's spelling) and :data:`COMMON_SPELLINGS`; hidden from the help."""
+    extra = [option.replace("-", "_").replace("__", "--", 1) for option in setting.options]
+    extra += COMMON_SPELLINGS.get(setting.dotted, ())
+    return [option for option in dict.fromkeys(extra) if option not in setting.options]
 
 
 _METAVARS = {int: "N", float: "X", str: "TEXT"}

@@ -26,6 +26,14 @@ EST_COMPANIONS: dict[str, str] = {"exit_rule": "once", "selection": "all", "adva
 strategy ``ada-est`` and :meth:`SamplerConfig.reinforce_ada_est` set them, and the check refuses others."""
 
 
+NOT_USED_BY_EST = ("samples_per_round", "max_rounds", "group_size", "min_positive", "unexited", "streaming")
+"""Sampler settings ``mode="est"`` does not read (one call per step, each prompt's count from its estimate, every
+sample trained on); a value other than the default is refused, as Est's memory settings are, never ignored."""
+
+FLOAT32_TINY = 1.1754943508222875e-38
+"""The smallest normal float32: a weight below it is zero in a float32 gradient."""
+
+
 def section(cls: type, value: Any, name: str) -> Any:
     """A nested section from its dataclass or a mapping of its fields (unknown keys: a ConfigError naming the closest
     known one)."""
@@ -260,14 +268,25 @@ class SamplerConfig:
             except ValueError as err:
                 raise ConfigError(str(err)) from None
         if self.sample_share is not None:
+            if isinstance(self.sample_share, bool) or not 0 <= self.sample_share <= 1:  # the field holds a number
+                raise ConfigError(f"sample_share must be a number in [0, 1] (got {self.sample_share!r}); Appendix "
+                                  f"B's variance-optimal split is est.allocation='variance-optimal'")
             try:
                 check_sample_share(self.objective_in_use, self.sample_share)
             except ValueError as err:
                 raise ConfigError(str(err)) from None
         if not (self.objective_eps > 0):
             raise ConfigError(f"objective_eps must be > 0 (got {self.objective_eps}): it keeps w(p) finite at p = 0")
+        self._check_weights_usable()
         if self.max_grad_weight is not None and not self.max_grad_weight >= 1:
             raise ConfigError(f"max_grad_weight must be >= 1 or None (got {self.max_grad_weight})")
+        if self.objective_in_use == "linear":  # w = 1: its split, floor and cap are read by no one
+            for name in ("sample_share", "objective_eps", "max_grad_weight"):
+                default = SamplerConfig.__dataclass_fields__[name].default
+                if getattr(self, name) != default:
+                    raise ConfigError(f"{name}={getattr(self, name)!r} is a setting of the objective's weight, and "
+                                      f"the linear objective (the default outside mode='est') weighs every prompt 1: "
+                                      f"give objective='log' or 'power:A' with it, or leave it out")
         if self.mode != "est":
             if self.est != EstConfig():
                 raise ConfigError(f"est.* are settings of mode='est' (strategy ada-est); got mode={self.mode!r}")
@@ -284,11 +303,41 @@ class SamplerConfig:
                 raise ConfigError("est.allocation='variance-optimal' is Appendix B's split of the log objective (its "
                                   "advantage is the std normalisation): leave objective at 'log' and sample_share "
                                   "and normalize_std unset")
+        for name in NOT_USED_BY_EST:
+            default = SamplerConfig.__dataclass_fields__[name]
+            default = default.default_factory() if callable(default.default_factory) else default.default
+            if getattr(self, name) != default:
+                shown = "streaming.*" if name == "streaming" else f"{name}={getattr(self, name)!r}"
+                raise ConfigError(f"{shown} is not used by mode='est' (strategy ada-est): each prompt's samples come "
+                                  f"from its estimated pass rate in one call (est.samples_per_prompt / est.budget set "
+                                  f"how many) and every sample is trained on; leave it out")
         defaults = MemoryConfig()
         for name in ("half_life", "max_evidence"):
             if getattr(self.memory, name) != getattr(defaults, name):
                 raise ConfigError(f"memory.{name} is not used by mode='est': its memory decays per visit "
                                   f"(est.decay) and keeps every sample's evidence")
+
+    def _check_weights_usable(self) -> None:
+        """The objective's weights, split by the sample share, finite and not zero in float32 at every pass rate a
+        pool with signal can have (k/64, k = 1..63): ``power:1e308`` or ``objective_eps=1e300`` would otherwise zero
+        every gradient (or every prompt's share of the samples) without a word."""
+        import numpy as np
+
+        from reinforce_ada.core.objectives import split_weights
+
+        share = self.sample_share_in_use
+        p = np.arange(1, 64) / 64.0
+        with np.errstate(all="ignore"):
+            w_sample, w_grad = split_weights(self.objective_in_use, p, sample_share=share, eps=self.objective_eps)
+        for what, w in (("w_sample", w_sample), ("w_grad", w_grad)):
+            bad = ~(np.isfinite(w) & (w >= FLOAT32_TINY))
+            if bad.any():
+                at = float(p[np.argmax(bad)])
+                raise ConfigError(f"objective={self.objective_in_use!r} with objective_eps={self.objective_eps:g} "
+                                  f"gives {what}={float(w[np.argmax(bad)]):.3g} at pass rate {at:g}: a weight that "
+                                  f"is not finite or is below float32's smallest number would "
+                                  f"{'zero every gradient' if what == 'w_grad' else 'break the allocation'}; choose "
+                                  f"an objective and objective_eps whose weights are finite and not zero on (0, 1)")
 
     @property
     def objective_in_use(self) -> str:

@@ -176,7 +176,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"of a built-in task's train split (NAME: {task_names_text()}). Default for a run: the "
                         "run's own training prompts (its task, or its --data file)")
     p.add_argument("--limit", type=int, default=None,
-                   help=f"task:NAME: how many prompts to draw (default {TASK_PROMPTS}); a file: its first N rows")
+                   help=f"task:NAME: how many prompts to draw (default {TASK_PROMPTS}); a file or a run's own "
+                        f"training prompts: the first N")
     p.add_argument("--verifier", default=None, help="verifier name (default: the run's, else a task's own, else math)")
     p.add_argument("-k", "--num-samples", type=int, default=None, help="samples per prompt (default: 16)")
     p.add_argument("--min", dest="low", type=float, default=None, help="lowest pass rate kept (default: 1/16)")
@@ -269,6 +270,11 @@ def run(args: argparse.Namespace) -> int:
                             sum(e.num_samples for e in estimates), limit, watched,
                             "Pass rates from failed scoring would be made up, so nothing was written.")
     kept = select_by_pass_rate(estimates, args.low, args.high)
+    if not kept:  # an empty file is a valid result, but never a silent one
+        below = sum(e.pass_rate < args.low for e in estimates)
+        logger.warning("kept 0 of %d prompts: none has a pass rate in [%.4g, %.4g] (%d below --min, %d above --max, "
+                       "%d samples each); %s is empty -- widen --min/--max, or raise -k", len(estimates), args.low,
+                       args.high, below, len(estimates) - below, args.num_samples, out)
     kept_ids = {e.prompt_id for e in kept}
     with open(out, "w") as f:
         for prompt, row in rows:
@@ -333,6 +339,16 @@ def _rows(args: argparse.Namespace, source, data: str, seed: int) -> tuple[list[
         return rows, f"{len(rows)} from {data}"
     name = data.removeprefix("task:")
     same_task = cfg is not None and cfg.data is None and cfg.task == name
+    if same_task and args.data is None:  # RUN alone: the prompts the run trained on, as it drew them
+        from reinforce_ada.runs.data import run_task, training_prompts
+
+        prompts = training_prompts(cfg, run_task(cfg))
+        limited = prompts[:args.limit]
+        rows = [(p, {"id": p.prompt_id, "prompt": p.prompt, "answer": p.answer}) for p in limited]
+        return rows, (f"the run's {len(prompts)} training prompts (task {name}'s train split drawn with seed "
+                      f"{cfg.seed})" if len(limited) == len(prompts) else
+                      f"the first {len(limited)} of the run's {len(prompts)} training prompts (task {name}'s train "
+                      f"split drawn with seed {cfg.seed})")
     num = args.limit or TASK_PROMPTS
     prompts = get_task(name, **(cfg.task_options() if same_task else {})).prompts(num, seed=seed, split="train")
     rows = [(p, {"id": p.prompt_id, "prompt": p.prompt, "answer": p.answer}) for p in prompts]

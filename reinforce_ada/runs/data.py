@@ -11,7 +11,7 @@ from typing import Any
 from reinforce_ada.config import TrainConfig
 from reinforce_ada.types import Prompt
 
-__all__ = ["held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name",
+__all__ = ["held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name", "training_prompts",
            "verifier_options"]
 
 
@@ -29,6 +29,17 @@ def run_task(cfg: TrainConfig) -> Any:
     from reinforce_ada.data import get_task
 
     return get_task(cfg.task, **cfg.task_options())
+
+
+def training_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
+    """The prompts the run trains on: its ``data`` file, else ``task_train_prompts`` prompts of the built-in task's
+    train split (``task``, :func:`run_task`'s) drawn with ``seed`` -- or, for 0, a pool of max(4096, 4 x
+    ``batch_size``). (``reinforce-ada select-prompts RUN`` estimates the same prompts.)"""
+    from reinforce_ada.data import load_prompts
+
+    if cfg.data is not None:
+        return load_prompts(cfg.data, **prompt_keys(cfg))
+    return task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
 
 
 def held_out_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:

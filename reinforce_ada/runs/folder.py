@@ -2,11 +2,12 @@
 
 - :func:`check_run_folder` runs before anything loads. A folder that already holds a run (``config.json``,
   ``metrics.jsonl``, ``summary.json``, ``checkpoint-*``, ...) is refused unless ``resume`` (continue it) or
-  ``overwrite`` (delete that run's files, then start afresh) is given. ``resume`` validates the latest checkpoint (its
+  ``overwrite`` (delete that run's files, then start afresh) is given -- except a run that stopped before its first
+  training step (:func:`stopped_before_first_step`), which blocks nothing: a new start replaces it. ``resume`` validates the latest checkpoint (its
   ``trainer_state.json``, the step in it, the safetensors headers, agreement with ``metrics.jsonl``), names the bad
   file and the previous intact checkpoint when it is corrupt, and refuses settings that differ from the checkpoint's
   (seed, strategy, learning rate, batch size, ... -- every field outside :data:`RESUMABLE_CHANGES`) unless
-  ``force_resume_changes`` is given.
+  ``force_resume_changes`` is given -- and even then those a resume could not apply (:data:`NOT_FORCEABLE`).
 - :func:`prepare_run_folder` runs when training starts (so a failed start leaves no empty folder): it deletes the old
   run for ``overwrite``, removes stale ``.tmp-checkpoint-*`` folders of killed runs, and appends the start (or the
   resume and its changed settings) to ``config_history.jsonl``; a run that stops adds why (:func:`record_event`).
@@ -44,6 +45,28 @@ RESUMABLE_CHANGES = frozenset({
 """Fields a resumed run may change without ``force_resume_changes``: they change how long it runs, where it reports,
 how work is chunked or where its server runs, not what it learns. Changes are still recorded in
 ``config_history.jsonl``."""
+
+
+NOT_FORCEABLE = {
+    "seed": "the random generators and the order of the prompts continue from the checkpoint's state, which a new "
+            "seed would not reach",
+    "sampler.memory.seed": "the file seeded the pass-rate memory at step 0, and the checkpoint holds what the memory "
+                           "has learned since",
+    "sft_max_steps": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "sft_target_accuracy": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "sft_seed": "the warm start ran before step 0; the checkpoint's weights replace its result",
+    "eval_strata_samples": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint keeps "
+                           "them",
+    "eval_strata_hard_max": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint "
+                            "keeps them",
+    "eval_strata_medium_max": "the held-out prompts' difficulty strata were fixed before step 0 and the checkpoint "
+                              "keeps them",
+}
+"""Settings whose value lives only in what a checkpoint restores, so that a resume cannot apply a new one: refused by
+name even with ``force_resume_changes``, with why. Every other setting a forced resume changes is applied: the
+checkpoint brings back counts (weights, the optimizer's moments, the schedule's step, the memory's evidence), the
+config the parameters (the learning rate and weight decay: ``training.setup.apply_optimizer_settings``; a memory's
+decay, prior and cap: ``PassRateMemory.load_state_dict``)."""
 
 
 _RUN_CONTROL = frozenset({"resume", "overwrite", "force_resume_changes", "accept_unverified_checkpoint",
@@ -91,6 +114,29 @@ def run_entries(folder: Path) -> list[Path]:
     named = [folder / name for name in RUN_FILES if (folder / name).exists() and _written_by_a_run(folder / name)]
     partial = sorted(p for p in folder.iterdir() if p.is_dir() and _PARTIAL_CHECKPOINT.fullmatch(p.name))
     return named + [c for c in checkpoints(folder) if _run_checkpoint(c)] + partial
+
+
+def _trained_steps(metrics: Path) -> int | None:
+    """The highest step ``metrics.jsonl`` records (0 when absent or empty: an evaluation before training is step 0);
+    ``None`` when it cannot be read (then the run is taken to have trained)."""
+    if not metrics.exists():
+        return 0
+    try:
+        steps = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return max([int(s) for s in steps if isinstance(s, (int, float))], default=0)
+
+
+def stopped_before_first_step(folder: Path) -> bool:
+    """Whether the run in ``folder`` stopped before its first training step: it wrote its start (``config.json``,
+    ``config_history.jsonl``, perhaps step 0's evaluation) but no training step, no checkpoint and no summary. Such a
+    run blocks nothing: a new start replaces it (there is nothing to resume)."""
+    entries = run_entries(folder)
+    names = {e.name for e in entries}
+    return (bool(entries) and not any(e.name.startswith(("checkpoint-", ".tmp-checkpoint-", ".old-checkpoint-"))
+                                      for e in entries)
+            and "summary.json" not in names and _trained_steps(folder / "metrics.jsonl") == 0)
 
 
 def _not_the_runs(folder: Path, overwrite: bool) -> list[tuple[Path, str]]:
@@ -193,7 +239,7 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
                              f"or choose another --output-dir")
     names = ", ".join(e.name for e in entries[:6]) + (", ..." if len(entries) > 6 else "")
     if not config.resume:
-        if entries and not config.overwrite:
+        if entries and not config.overwrite and not stopped_before_first_step(folder):
             raise RunFolderError(f"{folder} already holds a run ({names}); pass --resume to continue it, --overwrite "
                                  f"to delete it and start over, or choose another --output-dir")
         _refuse_overwriting_inputs(config, folder, entries)
@@ -217,6 +263,13 @@ def check_run_folder(config: Any) -> tuple[Path | None, dict[str, tuple[Any, Any
                              f"a run a kill cut short), or --overwrite to start over")
     changes = resume_changes(state["config"], config)
     guarded = {k: v for k, v in changes.items() if k not in RESUMABLE_CHANGES}
+    fixed = [k for k in guarded if k in NOT_FORCEABLE]
+    if fixed and config.force_resume_changes:
+        name = fixed[0]
+        old, new = guarded[name]
+        raise RunFolderError(f"--resume cannot change {name} ({old!r} -> {new!r}), not even with "
+                             f"--force-resume-changes: {NOT_FORCEABLE[name]}; keep {old!r}, or start a new run with "
+                             f"it in another --output-dir")
     if guarded and not config.force_resume_changes:
         listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in guarded.items())
         raise RunFolderError(f"--resume would continue {latest} with changed settings ({listed}), mixing two runs in "
@@ -232,10 +285,11 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
     """Create the folder (deleting the old run first for ``overwrite``), remove stale temporary checkpoints, write
     ``config.json`` and append this start to ``config_history.jsonl``."""
     folder = Path(config.output_dir)
-    if not config.resume and not config.overwrite and run_entries(folder):  # another run started here meanwhile
+    unstarted = not config.resume and stopped_before_first_step(folder)
+    if not config.resume and not config.overwrite and run_entries(folder) and not unstarted:  # started meanwhile
         raise RunFolderError(f"{folder} now holds a run ({', '.join(e.name for e in run_entries(folder)[:6])}) that "
                              f"appeared while this one was starting; nothing was written")
-    if config.overwrite and not config.resume:
+    if (config.overwrite or unstarted) and not config.resume:
         for entry in run_entries(folder):
             if entry.name == "plots":  # only the trainer's plot; the folder goes if nothing else is in it
                 (entry / "training.png").unlink()
@@ -245,7 +299,11 @@ def prepare_run_folder(config: Any, step: int, changes: dict[str, tuple[Any, Any
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-        logger.info("--overwrite: deleted the previous run in %s", folder)
+        if config.overwrite:
+            logger.info("--overwrite: deleted the previous run in %s", folder)
+        else:
+            logger.info("replaced the run in %s that stopped before its first step (no training step, no "
+                        "checkpoint)", folder)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in [p for p in folder.iterdir() if p.is_dir() and _PARTIAL_CHECKPOINT.fullmatch(p.name)]:
         shutil.rmtree(stale, ignore_errors=True)

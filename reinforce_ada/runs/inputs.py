@@ -10,13 +10,15 @@ the held-out prompts          the same, of the prompts the run reports accuracy 
                               (``--eval-data``, or the task's test split)
 the start model's weights     SHA-256 of every tensor (name, dtype, shape, bytes) as the   refused [#]_; with
                               model loaded, whatever it was loaded from                     ``kl_coef`` always [#]_
-the memory seed file          size and SHA-256 of ``--sampler.memory.seed``                refused [#]_
+the memory seed file          size and SHA-256 of ``--sampler.memory.seed``                refused, always [#]_
 the reward module's source    SHA-256 of the ``module:function`` module's file, when it    a warning, recorded
                               is a local file (not an installed package)
 ============================  ==========================================================  ===========================
 
 .. [#] unless ``--force-resume-changes``, which records the change in ``config_history.jsonl``.
 .. [#] the KL term's reference is the start model: a resume never continues against another one.
+.. [#] the file seeds the memory at step 0 only; a resumed memory is the checkpoint's, so a forced change could not
+       apply (:data:`reinforce_ada.runs.folder.NOT_FORCEABLE`).
 
 A command that reads a run without resuming it (``eval RUN``) compares what it reads through
 :func:`changed_since` and says what changed, one line each.
@@ -171,6 +173,11 @@ def check_inputs(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any], c
             raise RunFolderError(f"--resume: {change}; with kl_coef {config.kl_coef:g} the KL term's reference is "
                                  f"the start model, so the run cannot continue on other weights: put the original "
                                  f"weights back, or start a new run in another --output-dir")
+        elif name == "memory_seed":
+            raise RunFolderError(f"--resume: {change}; the file seeded the pass-rate memory at step 0 and the "
+                                 f"checkpoint holds what the memory learned since, so a resume cannot apply it (not "
+                                 f"even with --force-resume-changes): put the original back, or start a new run in "
+                                 f"another --output-dir")
         elif not config.force_resume_changes:
             raise RunFolderError(f"--resume: {change}; put the original back, pass --force-resume-changes to continue "
                                  f"with it as it is now (recorded in config_history.jsonl), or use another "

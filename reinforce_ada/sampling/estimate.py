@@ -57,7 +57,7 @@ def est_memory(config: SamplerConfig) -> PassRateMemory:
     memory = PassRateMemory(half_life=None, max_evidence=None, prior=(est.prior_alpha, est.prior_beta),
                             empirical_prior=False, visit_decay=est.decay)
     if config.memory.seed:
-        logger.info("seeded Est's pass-rate memory with %d prompts from %s", memory.seed_from_file(config.memory.seed),
+        logger.debug("seeded Est's pass-rate memory with %d prompts from %s", memory.seed_from_file(config.memory.seed),
                     config.memory.seed)
     return memory
 

@@ -40,7 +40,7 @@ def new_memory(config: MemoryConfig, *, half_life: float | None) -> Any:
 
     memory = PassRateMemory(half_life=half_life, max_evidence=config.max_evidence)
     if config.seed:
-        logger.info("seeded pass-rate memory with %d prompts from %s", memory.seed_from_file(config.seed),
+        logger.debug("seeded pass-rate memory with %d prompts from %s", memory.seed_from_file(config.seed),
                     config.seed)
     return memory
 

@@ -19,7 +19,8 @@ The memory is read only *before* a step (to skip or cap prompts that look hopele
 first request) and written only *after* it, from the step's pool counts. It never enters a pool: whole-pool
 advantages use this step's completions only, so they stay unbiased whatever the memory says.
 
-``state_dict()`` / ``load_state_dict()`` make it checkpointable; ``seed()`` loads pass rates measured by
+``state_dict()`` / ``load_state_dict()`` make it checkpointable (the counts travel; the parameters are the
+memory's own, so a resumed run's settings apply to what it remembered); ``seed()`` loads pass rates measured by
 ``reinforce-ada select-prompts``.
 """
 
@@ -148,6 +149,38 @@ def fit_beta_prior_mle(positives: list[float], totals: list[float], max_strength
     return max(a, 1e-3), max(strength - a, 1e-3)
 
 
+def read_pass_rates(path: str | Path) -> dict[str, tuple[float, float]]:
+    """The rows of a ``select-prompts`` pass-rate file (JSONL: ``key``, ``pass_rate``, ``num_samples`` per line) as
+    ``{key: (pass_rate, num_samples)}``. Every row is checked -- a JSON object, ``key`` a string, ``pass_rate`` a
+    number in [0, 1], ``num_samples`` a positive finite number, no key twice -- and the first bad one raises
+    :class:`~reinforce_ada.errors.DataError` naming ``file:line``; blank lines are skipped."""
+    from reinforce_ada.data.loading import read_utf8_text
+
+    rates: dict[str, tuple[float, float]] = {}
+    for line_number, line in enumerate(read_utf8_text(path, what="pass-rate file").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            raise DataError(f"{where}: not a JSON object ({err}); each line holds key, pass_rate, num_samples") from None
+        if not isinstance(row, dict) or not {"key", "pass_rate", "num_samples"} <= set(row):
+            raise DataError(f"{where}: expected an object with key, pass_rate, num_samples (got {line.strip()[:80]})")
+        key, rate, count = row["key"], row["pass_rate"], row["num_samples"]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (rate, count))
+        if not isinstance(key, str) or not key:
+            raise DataError(f"{where}: key must be a non-empty string (got {key!r})")
+        if not numbers or not 0.0 <= rate <= 1.0:
+            raise DataError(f"{where}: pass_rate must be a number in [0, 1] (got {rate!r})")
+        if not (count > 0 and math.isfinite(count)):
+            raise DataError(f"{where}: num_samples must be a positive finite number (got {count!r})")
+        if key in rates:
+            raise DataError(f"{where}: key {key} is given twice")
+        rates[key] = (float(rate), float(count))
+    return rates
+
+
 PRIOR_FITS = {"mle": fit_beta_prior_mle, "moments": fit_beta_prior}
 
 
@@ -189,6 +222,7 @@ class PassRateMemory:
         self.empirical_prior = empirical_prior
         self.min_fit_entries = min_fit_entries
         self.prior_fit = prior_fit
+        self._prior_fitted = False  # whether self.prior is a fit to the remembered prompts (state, not a setting)
         self.step = 0
         self._entries: dict[str, _Entry] = {}
 
@@ -243,25 +277,19 @@ class PassRateMemory:
         """Replace the evidence with a measured pass rate over ``num_samples`` samples."""
         if not 0.0 <= pass_rate <= 1.0:
             raise ValueError(f"pass_rate must be in [0, 1] (got {pass_rate})")
+        if not (num_samples > 0 and math.isfinite(num_samples)):
+            raise ValueError(f"num_samples must be a positive finite number (got {num_samples})")
         key = prompt if isinstance(prompt, str) else prompt_key(prompt)
         total = float(num_samples) if self.max_evidence is None else min(float(num_samples), self.max_evidence)
         self._entries[key] = _Entry(pass_rate * total, (1.0 - pass_rate) * total, self.step)
 
     def seed_from_file(self, path: str | Path) -> int:
-        """Load a ``select-prompts`` JSONL file (``key``, ``pass_rate``, ``num_samples`` per line); returns lines read."""
-        num = 0
-        from reinforce_ada.data.loading import read_utf8_text
-
-        for line_number, line in enumerate(read_utf8_text(path, what="pass-rate file").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                self.seed(row["key"], float(row["pass_rate"]), float(row["num_samples"]))
-            except (KeyError, ValueError, TypeError) as err:
-                raise DataError(f"{path}:{line_number}: expected key, pass_rate, num_samples ({err})") from None
-            num += 1
-        return num
+        """Load a ``select-prompts`` JSONL file (:func:`read_pass_rates`: ``key``, ``pass_rate``, ``num_samples`` per
+        line, every row checked); returns the number of prompts seeded."""
+        rates = read_pass_rates(path)
+        for key, (pass_rate, num_samples) in rates.items():
+            self.seed(key, pass_rate, num_samples)
+        return len(rates)
 
     def advance(self, steps: int = 1) -> None:
         """Move the clock forward (the streaming sampler calls this once per step); refit the prior if asked."""
@@ -271,6 +299,7 @@ class PassRateMemory:
             fitted = PRIOR_FITS[self.prior_fit]([p for p, _ in counts], [p + n for p, n in counts])
             if fitted is not None:
                 self.prior = fitted
+                self._prior_fitted = True
 
     def scale(self, prompt: Prompt | str, factor: float) -> None:
         """Multiply the prompt's remembered evidence by ``factor`` in [0, 1] (a no-op for an unseen prompt). Budget
@@ -288,21 +317,27 @@ class PassRateMemory:
 
     # -- checkpointing ----------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """The counts (every prompt's evidence, the clock, the prior once refitted) and, for the record, the
+        parameters they were gathered under."""
         return {"version": STATE_VERSION, "step": self.step, "half_life": self.half_life,
                 "empirical_prior": self.empirical_prior, "min_fit_entries": self.min_fit_entries,
                 "max_evidence": self.max_evidence, "prior": list(self.prior), "prior_fit": self.prior_fit,
-                "visit_decay": self.visit_decay,
+                "prior_fitted": self._prior_fitted, "visit_decay": self.visit_decay,
                 "entries": {k: [e.pos, e.neg, e.step] for k, e in self._entries.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``'s counts under *this* memory's parameters: the evidence, the clock and a refitted
+        prior come from ``state``; ``half_life``, ``max_evidence``, ``visit_decay``, ``prior_fit``, the starting
+        ``prior`` and whether it is refitted stay as this memory was built (from the run's config), so a setting
+        changed on a forced resume takes effect from the next step. A prior the checkpoint refitted is kept only
+        when this memory refits its prior too."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"pass-rate memory state has version {state.get('version')!r}, expected {STATE_VERSION}")
         self.step = int(state["step"])
-        self.half_life = state["half_life"]
-        self.max_evidence = None if state["max_evidence"] is None else float(state["max_evidence"])
-        self.visit_decay = state.get("visit_decay")  # checkpoints written before the per-visit decay existed
-        self.empirical_prior = bool(state["empirical_prior"])
-        self.min_fit_entries = int(state["min_fit_entries"])
-        self.prior_fit = state.get("prior_fit", "moments")  # checkpoints written before the MLE fit existed
-        self.prior = (float(state["prior"][0]), float(state["prior"][1]))
         self._entries = {k: _Entry(float(p), float(n), int(s)) for k, (p, n, s) in state["entries"].items()}
+        # checkpoints written before "prior_fitted" existed: a refitting memory's prior was fitted once it knew enough
+        fitted = state.get("prior_fitted",
+                           bool(state["empirical_prior"]) and len(state["entries"]) >= int(state["min_fit_entries"]))
+        if self.empirical_prior and fitted:
+            self.prior = (float(state["prior"][0]), float(state["prior"][1]))
+            self._prior_fitted = True

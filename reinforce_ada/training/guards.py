@@ -33,11 +33,14 @@ class RunStopped(RuntimeError):
 class RunInterrupted(KeyboardInterrupt):
     """An interrupt (Ctrl-C, SIGINT, SIGHUP, SIGTERM) stopped the run after its ``stopped`` event was recorded; the
     message names the interrupt and the step, and says how the run goes on: ``--resume`` from the newest checkpoint,
-    or, before the first checkpoint, ``--overwrite`` to start it over. ``exit_status``: 130, or the signal's."""
+    or, before the first checkpoint, the same command (or ``--overwrite`` once a step was trained) to start it over.
+    ``cause``: the interrupt and where alone (a command that ran the run says its own way on); ``exit_status``: 130,
+    or the signal's."""
 
-    def __init__(self, message: str, exit_status: int = 130):
+    def __init__(self, message: str, exit_status: int = 130, cause: str | None = None):
         super().__init__(message)
         self.exit_status = exit_status
+        self.cause = cause if cause is not None else message
 
 
 class StaleEngineError(RunStopped):

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.config import ConfigError, TrainConfig
+from reinforce_ada.config import TrainConfig
 from reinforce_ada.errors import Signalled
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.difficulty import STRATA_FILE, Strata
@@ -43,10 +43,10 @@ from reinforce_ada.sampling.protocols import FatalGenerationError, GenerationErr
 from reinforce_ada.training.guards import (GenerationStopped, RunInterrupted, RunStopped, check_finite,
                                            check_prompt_lengths, check_verifier_failures, watch_verifier)
 from reinforce_ada.training.metrics import MetricsWriter
-from reinforce_ada.training.preflight import check_train_inputs
-from reinforce_ada.training.setup import (check_report_to, load_data, load_model, make_generator, make_optimizer,
-                                          reference_model, resolve_device, seed_everything, trainer_generator,
-                                          wrap_lora)
+from reinforce_ada.training.preflight import check_memory_seed, check_step_budget, check_train_inputs
+from reinforce_ada.training.setup import (apply_optimizer_settings, check_report_to, load_data, load_model,
+                                          make_generator, make_optimizer, reference_model, resolve_device,
+                                          seed_everything, trainer_generator, wrap_lora)
 from reinforce_ada.training.held_out import HELD_OUT_FILE, evaluation_metrics, fix_strata, held_out_record
 from reinforce_ada.training.update import PolicyUpdate, evaluation_mismatch, sequences, token_entropy
 from reinforce_ada.types import Prompt
@@ -65,15 +65,16 @@ class Trainer:
     def __init__(self, config: TrainConfig, *, model: Any = None, tokenizer: Any = None,
                  train_prompts: Sequence[Prompt] | None = None, eval_prompts: Sequence[Prompt] | None = None,
                  verifier: Any = None, generator: Any = None):
-        import torch
-
         self.config = cfg = config
         check_report_to(cfg.report_to)
-        self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
         builds_data = train_prompts is None or verifier is None or eval_prompts is None
-        # before any folder; the built-in task, built once here, serves the data and the warm start
+        # before any folder, and before torch's seconds of import; the built-in task, built once here, serves the data
+        # and the warm start
         task = check_train_inputs(cfg, model=model is None, data=builds_data, verifier=builds_data,
                                   generator=generator is None)
+        self.device = resolve_device(cfg.device)  # before anything loads: a missing GPU fails at once
+        import torch
+
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         elif cfg.model == "tiny":
@@ -100,16 +101,14 @@ class Trainer:
             eval_prompts = task_eval if eval_prompts is None else eval_prompts
             verifier = task_verifier if verifier is None else verifier
         self.eval_prompts = list(eval_prompts or [])
+        check_step_budget(cfg, len(train_prompts))  # a step's budget fits the prompts a step draws
+        check_memory_seed(cfg, train_prompts)  # every row, and whether it seeds any training prompt
         self.stream = PromptStream(train_prompts, cfg.seed)
         # every input the run reads, fingerprinted; checked against the checkpoint's before anything is rewritten
         self.inputs = {"data": prompts_fingerprint(self.stream.prompts),
                        "held_out": prompts_fingerprint(self.eval_prompts), **input_files(cfg)}
         start.check_inputs(cfg, self.inputs)
         self.verifier = watch_verifier(verifier, cfg, self.stream.prompts)  # + signature check and timeout
-        if cfg.sampler.budget_overdraw != 1.0 and cfg.prompts_per_step > len(self.stream.prompts):
-            raise ConfigError(f"budget_overdraw={cfg.sampler.budget_overdraw:g} takes {cfg.prompts_per_step} "
-                              f"candidate prompts per step (batch_size={cfg.batch_size}), but the training set has "
-                              f"only {len(self.stream.prompts)}")
 
         warm_start: dict[str, Any] = {}
         if model is None:
@@ -142,6 +141,7 @@ class Trainer:
         self.update = PolicyUpdate(model, *make_optimizer(cfg, model), cfg, self.device, ref_model)
         start.restore(self.update.optimizer, self.update.scheduler, self.stream, self.sampler, cfg,
                       evaluates=bool(self.eval_prompts))
+        apply_optimizer_settings(cfg, self.update.optimizer, self.update.scheduler)  # the config's, not the checkpoint's
         self.step = start.step
         self.totals = start.totals
         self.accuracy_before = start.accuracy_before
@@ -151,7 +151,7 @@ class Trainer:
         self.strata = Strata.from_json(start.strata, f"{start.checkpoint}") if start.strata else None
         self._uncounted: dict[str, int] = {}  # verifier counts of the strata's samples, kept out of verifier/*
         self.nothing_to_do = start.nothing_to_do  # a finished run resumed with no more steps changes nothing
-        self._evaluating: str | None = None  # the evaluation before the first step, while it runs (for an interrupt)
+        self._evaluating: str | None = None  # the evaluation running now, if any (an interrupt names it)
 
     # -- training ---------------------------------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -178,7 +178,7 @@ class Trainer:
             record_event(self.config, {"event": "stopped", "step": self.step,
                                        "reason": f"interrupted ({what}) during {where}"})
             raise RunInterrupted(f"{what} during {where}; {self._how_to_go_on()}",
-                                 getattr(err, "exit_status", 130)) from err
+                                 getattr(err, "exit_status", 130), cause=f"{what} during {where}") from err
         finally:
             self._lock.release()
 
@@ -189,6 +189,8 @@ class Trainer:
         checkpoint = latest_checkpoint(self.output_dir)
         if checkpoint is not None:
             return f"--resume continues it from {checkpoint.name}"
+        if self.step == 0:  # a run stopped before its first step blocks nothing (runs.folder.stopped_before_first_step)
+            return "no checkpoint was written yet, so there is nothing to resume: the same command starts it over"
         return ("no checkpoint was written yet, so there is nothing to resume: the same command with --overwrite "
                 "starts it over")
 
@@ -205,9 +207,7 @@ class Trainer:
         if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
             write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
         if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
-            self._evaluating = f"the held-out evaluation at step {self.step}"
             accuracy = self.evaluate()
-            self._evaluating = None
             self.accuracy_history.append((self.step, accuracy))
             writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
             if self.step == 0:
@@ -361,6 +361,12 @@ class Trainer:
         Stops the run (rather than report a made-up accuracy) when the verifier could not score enough of them, or
         when the engine's log-probabilities show it sampled from other weights (the training steps' check)."""
         where = f"held-out evaluation at step {self.step}"
+        outer, self._evaluating = self._evaluating, self._evaluating or f"the {where}"  # an interrupt names it
+        accuracy = self._evaluate(where)  # (left set when it raises: train() names it in the stopped event)
+        self._evaluating = outer
+        return accuracy
+
+    def _evaluate(self, where: str) -> float:
         generator = self.generator  # synced to the current weights
         self.verifier.start_window()
         counts = sampled_accuracy(generator, self.verifier, self.eval_prompts, self.config.eval_samples,

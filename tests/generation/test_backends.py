@@ -146,3 +146,21 @@ def test_select_prompts_cli_on_the_tiny_model(tmp_path):
     assert len(out.read_text().splitlines()) == 3  # [0, 1] keeps everything
     rows = [json.loads(line) for line in rates.read_text().splitlines()]
     assert [r["num_samples"] for r in rows] == [4, 4, 4]
+
+
+@pytest.mark.fault("select-prompts whose range keeps no prompt (every pass rate outside --min/--max)",
+                   "a warning line naming the range, how many fell below and above, and the empty file (it wrote an "
+                   "empty file and said only 'kept 0 of 3')")
+def test_select_prompts_that_keeps_nothing_says_why(tmp_path, caplog):
+    from reinforce_ada.cli import build_parser
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "prompt": f"{i}+1=", "answer": "never"}) + "\n" for i in range(3)))
+    out = tmp_path / "kept.jsonl"
+    args = build_parser().parse_args(["select-prompts", "--data", str(data), "--tiny", "--verifier", "exact", "-k",
+                                      "2", "--min", "0.5", "--max", "1", "--max-new-tokens", "3", "--out", str(out)])
+    with caplog.at_level("WARNING", logger="reinforce_ada.research.select_prompts"):
+        assert args.func(args) == 0
+    assert out.read_text() == ""
+    assert caplog.messages == [f"kept 0 of 3 prompts: none has a pass rate in [0.5, 1] (3 below --min, 0 above --max, "
+                               f"2 samples each); {out} is empty -- widen --min/--max, or raise -k"]

@@ -165,6 +165,8 @@ def no_trainer(monkeypatch):
 
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "grpo", "ada-nothing"], "error: --strategies: unknown strategy 'ada-nothing'; choose from grpo,"),
+    (["--strategies", "grpo", "ada-balnced"], "error: --strategies: unknown strategy 'ada-balnced' (did you mean "
+                                              "'ada-balanced'?); choose from grpo,"),
     (["--strategies", "grpo", "mine=ada-nothing --group-size 8"],
      "error: --strategies 'mine=ada-nothing --group-size 8': unknown strategy 'ada-nothing' to start from"),
     (["--strategies", "grpo", "mine=grpo --group-sise 8"], "error: --strategies mine: unrecognized arguments: "
@@ -287,3 +289,39 @@ def test_an_interrupt_to_the_whole_process_group_ends_in_one_line(tmp_path):
     # shows both as 130)
     assert "interrupted: reinforce-ada compare stopped" in err
     assert "Traceback" not in err, err
+
+
+@pytest.mark.fault("compare where every run of the baseline fails (a verifier that fails on everything)",
+                   "exit 3, as docs/compare.md says for runs that stop or fail: one line naming the failed runs' "
+                   "ledger and the first error (it exited 2, 'nothing to report yet', as for a usage error)")
+def test_a_baseline_whose_every_run_failed_exits_3(tmp_path, capsys, monkeypatch):
+    failed = {"ok": False, "stopped": True, "error": "RunStopped: step 1: the verifier could not score 32 of 32",
+              "started": 0.0, "ended": 1.0}
+    monkeypatch.setattr("reinforce_ada.research.compare.runs.train_one", lambda settings: dict(failed))
+    code = cli.main(["compare", "--strategies", "grpo", "ada-balanced", "--lrs", "1e-3", "--seeds", "0", "--out",
+                     str(tmp_path / "cmp"), *TINY])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert lines[-1] == (f"error: no run of the baseline grpo finished (1 failed, recorded in {tmp_path / 'cmp'}/"
+                         f"runs.jsonl), so there is nothing to report; grpo-lr0.001-seed0: {failed['error']}")
+
+
+@pytest.mark.fault("compare interrupted (Ctrl-C) while a run trains in its process, before that run's first "
+                   "checkpoint",
+                   "one line saying a plain rerun of the same command continues (it passed on the run's own "
+                   "'the same command with --overwrite starts it over', which compare then refused)")
+def test_an_interrupted_compare_says_its_own_way_on(tmp_path, capsys, monkeypatch):
+    from reinforce_ada.training.guards import RunInterrupted
+
+    def interrupted(settings):
+        raise RunInterrupted("KeyboardInterrupt during step 2; no checkpoint was written yet, so there is nothing to "
+                             "resume: the same command with --overwrite starts it over", 130,
+                             cause="KeyboardInterrupt during step 2")
+
+    monkeypatch.setattr("reinforce_ada.research.compare.runs.train_one", interrupted)
+    code = cli.main(["compare", "--strategies", "grpo", "ada-balanced", "--lrs", "1e-3", "--seeds", "0", "--out",
+                     str(tmp_path / "cmp"), *TINY])
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "interrupted: reinforce-ada compare stopped (KeyboardInterrupt during step 2); the same command continues "
+        "it: finished runs are kept, an interrupted run continues from its checkpoint or starts over")

@@ -162,7 +162,9 @@ def test_memory_skips_the_saturated_and_hopeless_prompts_and_is_checkpointed():
     assert {g.prompt_id for g in batch.groups} == {1, 3, 4, 5}
     state = sampler.state_dict()
     assert len(state["memory"]["entries"]) == 6, "the step's counts are remembered, and travel with the state"
-    restored = AdaptiveSampler(gen, ScriptedVerifier(), budget_config())
+    # a sampler built as this one was (the memory's parameters are its own; the state brings the counts)
+    restored = AdaptiveSampler(gen, ScriptedVerifier(), budget_config(),
+                               memory=PassRateMemory(half_life=None, max_evidence=64.0, empirical_prior=False))
     restored.load_state_dict(state)
     assert restored.memory.state_dict() == sampler.memory.state_dict()
 

@@ -19,6 +19,9 @@ from scripted_fakes import ScriptedGenerator, ScriptedVerifier, make_prompts
 EPS = 1e-6
 
 
+EST = dict(exit_rule="once", selection="all", advantage="pool")
+
+
 def est_config(**est) -> SamplerConfig:
     return SamplerConfig.reinforce_ada_est(est=EstConfig(**est))
 
@@ -123,6 +126,43 @@ def test_est_state_round_trips_through_a_checkpoint_state():
 def test_bad_est_and_objective_settings_are_named(settings, message):
     with pytest.raises(ConfigError, match=message):
         SamplerConfig(**settings)
+
+
+@pytest.mark.fault("an objective or objective_eps whose weights are degenerate (--objective power:1e308, "
+                   "--objective-eps 1e300), or a weight setting under the linear objective, which reads none",
+                   "exit 2 naming the weight, its value and the pass rate, before anything loads (accepted, and every "
+                   "gradient was zero without a word)")
+@pytest.mark.parametrize("settings, message", [
+    (dict(objective="power:1e308"), r"objective='power:1e308' with objective_eps=1e-06 gives w_grad=0 at pass rate "
+                                    r"0.015625: .* would zero every gradient"),
+    (dict(objective="log", objective_eps=1e300), r"gives w_grad=1e-300 at pass rate 0.015625"),
+    (dict(mode="est", **EST, objective_eps=1e300), r"gives w_sample=1e-150 .* would break the allocation"),
+])
+def test_an_objective_whose_weights_vanish_or_overflow_is_refused(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        SamplerConfig(**settings)
+    SamplerConfig(objective="power:20")  # steep, but its weights are numbers: accepted
+    SamplerConfig(objective="log", objective_eps=0.5)
+    for unread in (dict(objective_eps=1e300), dict(max_grad_weight=2.0), dict(sample_share=0.5)):  # linear: w = 1
+        with pytest.raises(ConfigError, match=r"is a setting of the objective's weight, and the linear objective"):
+            SamplerConfig(**unread)
+
+
+@pytest.mark.fault("a setting ada-est does not read (--group-size 8, max_rounds, min_positive, unexited, streaming.*)",
+                   "exit 2 naming it, as memory.half_life already was (it was ignored without a word)")
+@pytest.mark.parametrize("setting, shown", [(dict(group_size=8), "group_size=8"), (dict(max_rounds=2), "max_rounds=2"),
+                                            (dict(min_positive=2), "min_positive=2"),
+                                            (dict(unexited="drop"), "unexited='drop'"),
+                                            (dict(streaming={"target": 0.5}), "streaming.\\*")])
+def test_a_setting_est_does_not_read_is_refused_as_its_memory_settings_are(setting, shown):
+    with pytest.raises(ConfigError, match=rf"^{shown} is not used by mode='est' \(strategy ada-est\)"):
+        SamplerConfig(mode="est", **EST, **setting)
+
+
+def test_a_sample_share_out_of_range_suggests_what_exists():
+    with pytest.raises(ConfigError, match=r"^sample_share must be a number in \[0, 1\] \(got 1.5\); Appendix B's "
+                                          r"variance-optimal split is est.allocation='variance-optimal'$"):
+        SamplerConfig.reinforce_ada_est(sample_share=1.5)
 
 
 def test_defaults_follow_the_mode():

@@ -30,7 +30,7 @@ def test_state_dict_round_trip():
     for i in range(40):
         mem.update(Prompt(i, f"q{i}"), i % 5, 4 - i % 5)
     mem.advance()
-    clone = PassRateMemory(half_life=None)
+    clone = PassRateMemory(half_life=2.0)
     clone.load_state_dict(mem.state_dict())
     assert clone.step == mem.step and clone.prior == mem.prior and clone.half_life == 2.0
     for i in range(40):
@@ -116,8 +116,9 @@ def test_memory_uses_the_chosen_prior_fit_and_checkpoints_it():
     moments = mem.prior
     state = mem.state_dict()
     assert state["prior_fit"] == "moments"
-    mle = PassRateMemory(min_fit_entries=2)
-    mle.load_state_dict({**state, "prior_fit": "mle"})
+    mle = PassRateMemory(min_fit_entries=2)  # a resume that changed the fit: the state's counts, the new fit
+    mle.load_state_dict(state)
+    assert mle.prior_fit == "mle" and mle.prior == moments  # the fitted prior is state until the next refit
     mle.advance(0)
     assert mle.prior != moments
     with pytest.raises(ValueError, match="prior_fit"):
@@ -138,9 +139,9 @@ def test_per_visit_decay_is_the_papers_ada_ema():
     n_pos, n_tot = 0.9 * 2 + 4, 0.9 * 8 + 4
     assert sum(mem.evidence(p)) == pytest.approx(n_tot)
     assert mem.pass_rate(p) == pytest.approx((n_pos + 1) / (n_tot + 1 + 16))
-    clone = PassRateMemory(half_life=8.0)
-    clone.load_state_dict(mem.state_dict())  # the decay and the absent cap come back from a checkpoint
-    assert (clone.visit_decay, clone.max_evidence, clone.half_life) == (0.9, None, None)
+    clone = PassRateMemory(half_life=None, max_evidence=None, prior=(1.0, 16.0), empirical_prior=False,
+                           visit_decay=0.9)
+    clone.load_state_dict(mem.state_dict())
     clone.update(p, 0, 2)
     mem.update(p, 0, 2)
     assert clone.evidence(p) == mem.evidence(p)
@@ -150,3 +151,28 @@ def test_visit_decay_must_be_a_factor():
     for bad in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="visit_decay"):
             PassRateMemory(visit_decay=bad)
+
+
+@pytest.mark.fault("--resume --force-resume-changes with a changed setting of a sampler's pass-rate memory (Est's "
+                   "est.decay / est.prior_alpha / est.prior_beta, memory.half_life, memory.max_evidence)",
+                   "applied from the next step: the checkpoint brings back the counts only, the parameters are the "
+                   "config's (before, the restored memory brought its own back and the change was recorded only)")
+@pytest.mark.parametrize("changed", [dict(visit_decay=0.5), dict(prior=(1.0, 16.0)), dict(half_life=3.0),
+                                     dict(max_evidence=4.0), dict(prior_fit="moments"), dict(empirical_prior=False),
+                                     dict(min_fit_entries=64)])
+def test_a_restored_memory_keeps_its_own_parameters_and_takes_the_counts(changed):
+    """The rule for every memory: parameters from the config (the memory as built), counts from the checkpoint."""
+    before = dict(half_life=8.0, max_evidence=128.0, prior=(1.0, 1.0), empirical_prior=True, min_fit_entries=2,
+                  prior_fit="mle", visit_decay=0.9)
+    mem = PassRateMemory(**before)
+    for i in range(6):
+        mem.update(f"k{i}", i, 6 - i)
+    mem.advance(3)
+    resumed, fresh = PassRateMemory(**{**before, **changed}), PassRateMemory(**{**before, **changed})
+    resumed.load_state_dict(mem.state_dict())
+    state, own = resumed.state_dict(), fresh.state_dict()
+    counts = ("entries", "step", "prior", "prior_fitted")
+    assert {k: v for k, v in state.items() if k not in counts} == {k: v for k, v in own.items() if k not in counts}
+    assert state["entries"] == mem.state_dict()["entries"] and state["step"] == 3
+    refits = {**before, **changed}["empirical_prior"]
+    assert state["prior"] == (list(mem.prior) if refits else list(fresh.prior))

@@ -51,3 +51,74 @@ def test_the_command_table_names_options_each_command_has_and_the_option_each_fi
         assert [option for option in re.findall(r"--[a-z][a-z-]*", usage) if option not in known] == [], usage
         if re.search(r"generations|jsonl", what, re.I):  # a file of generations only when an option asks for it
             assert "`--out`" in what, (usage, what)
+
+
+def scan_block() -> list[str]:
+    """The lines of the code block before the README's first heading below the title (what a newcomer scans)."""
+    text = (ROOT / "README.md").read_text()
+    head = text.split("\n## ", 1)[0]
+    block = re.search(r"```\n(.*?)\n```", head, re.S)
+    assert block, "README.md has no command block before its first section"
+    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
+
+
+def test_every_command_of_the_readmes_first_block_is_one_the_cli_takes():
+    import shlex
+    import tomllib
+
+    from reinforce_ada import cli
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    commands = [step.strip() for line in scan_block() for step in line.split("#")[0].split("&&")]
+    assert any(c.startswith("reinforce-ada train") for c in commands)
+    assert any(c.startswith("reinforce-ada compare") for c in commands)
+    for command in commands:
+        words = shlex.split(command)
+        if words[:1] == ["reinforce-ada"]:
+            cli.build_parser().parse_args(words[1:])  # an unknown option or a missing argument exits 2
+        elif words[:2] == ["pip", "install"]:
+            named = re.findall(r"\[([a-z,]+)\]", command)
+            assert all(extra in extras for group in named for extra in group.split(",")), command
+        elif words[:1] == ["bash"]:
+            assert (ROOT / words[1]).is_file(), command
+
+
+def test_the_demo_needs_only_the_base_dependencies(tmp_path):
+    """`pip install -e .` alone runs the demo: it runs (a step, in a Python started without site-packages) with only
+    the base dependencies and what they require importable -- linked into one folder -- and nothing of the extras."""
+    import importlib.metadata as md
+    import os
+    import subprocess
+    import sys
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    def closure(names: list[str]) -> set[str]:
+        seen, todo = set(), list(names)
+        while todo:
+            name = Requirement(todo.pop()).name.lower().replace("_", "-")
+            if name in seen:
+                continue
+            seen.add(name)
+            for requirement in md.requires(name) or []:
+                marker = Requirement(requirement).marker
+                if marker is None or marker.evaluate({"extra": ""}):
+                    todo.append(requirement)
+        return seen
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in closure(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]):
+        dist = md.distribution(name)
+        tops = {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}  # its modules and its metadata
+        for top in tops:
+            path = dist.locate_file(top)
+            if os.path.exists(path) and not (site / top).exists():
+                (site / top).symlink_to(path)
+    code = (f"from reinforce_ada.cli import main; raise SystemExit(main(['train', '--max-steps', '1', '--eval-prompts', "
+            f"'8', '--output-dir', {str(tmp_path / 'run')!r}]))")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=f"{site}{os.pathsep}{ROOT}")
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "summary.json").is_file()

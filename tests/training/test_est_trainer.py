@@ -76,3 +76,23 @@ def test_an_est_run_killed_at_a_checkpoint_and_resumed_equals_the_uninterrupted_
 def test_settings_est_cannot_run_are_refused_by_name(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(**{**dict(model="tiny", output_dir=str(tmp_path / "r")), **overrides})
+
+
+def test_an_est_run_ends_with_its_allocation_over_the_run(tmp_path, capsys):
+    """`train --strategy ada-est` says what it allocated (the figures were only in metrics.jsonl): samples per prompt
+    (min / mean / max over the run), the share on prompts believed hard, the prompts with a remembered estimate."""
+    from reinforce_ada import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["train", "--strategy", "ada-est", "--max-steps", "3", "--batch-size", "8", "--eval-prompts", "8",
+                     "--task-train-prompts", "8", "--num-threads", "1", "--output-dir", str(out)]) == 0
+    steps = [r for r in records(out) if "sampling/alloc_total" in r]
+    samples = sum(r["sampling/alloc_total"] for r in steps)
+    hard = sum(r["sampling/alloc_total"] * r["sampling/budget_share_hard"] for r in steps) / samples
+    expected = (f"allocation over the run: {min(r['sampling/alloc_min'] for r in steps):.0f} / "
+                f"{samples / sum(r['sampling/num_prompts'] for r in steps):.1f} / "
+                f"{max(r['sampling/alloc_max'] for r in steps):.0f} samples per prompt (min / mean / max), "
+                f"{100 * hard:.1f}% of the samples on prompts believed hard (p_hat < 0.1), "
+                f"{steps[-1]['sampling/memory_prompts']:.0f} prompts with a remembered estimate")
+    assert expected in capsys.readouterr().out.splitlines()
+    assert steps[-1]["sampling/memory_prompts"] == 8

@@ -63,18 +63,27 @@ def test_resume_from_other_start_weights_is_refused(tmp_path, kl_coef):
 
 
 @pytest.mark.fault("--resume after the memory seed file (--sampler.memory.seed) was rewritten",
-                   "exit 2 naming the file and its hashes, before anything is rewritten")
+                   "exit 2 naming the file and its hashes, before anything is rewritten; not forceable (the memory "
+                   "it seeded is in the checkpoint)")
 def test_resume_on_a_rewritten_memory_seed_is_refused(tmp_path):
+    from reinforce_ada.sampling.memory import prompt_key
+
+    key = prompt_key(tiny_parts()["train_prompts"][0])
     seed = tmp_path / "pass_rates.jsonl"
-    seed.write_text(json.dumps({"key": "k1", "pass_rate": 0.5, "num_samples": 4}) + "\n")
+    seed.write_text(json.dumps({"key": key, "pass_rate": 0.5, "num_samples": 4}) + "\n")
     out = tmp_path / "run"
     sampler = {"memory": {"enabled": True, "seed": str(seed)}}
     Trainer(small_config(out, max_steps=2, sampler=sampler), **tiny_parts()).train()
-    seed.write_text(json.dumps({"key": "k1", "pass_rate": 0.9, "num_samples": 4}) + "\n")
+    seed.write_text(json.dumps({"key": key, "pass_rate": 0.9, "num_samples": 4}) + "\n")
     before = folder_bytes(out)
     with pytest.raises(RunFolderError, match=rf"--resume: the memory seed file \(--sampler.memory.seed {seed}\) "
                                              rf"changed since .*checkpoint-2 was written: \d+ bytes with SHA-256"):
         Trainer(small_config(out, max_steps=3, resume=True, sampler=sampler), **tiny_parts())
+    assert folder_bytes(out) == before
+    with pytest.raises(RunFolderError, match=r"changed since .* so a resume cannot apply it \(not even with "
+                                             r"--force-resume-changes\)"):
+        Trainer(small_config(out, max_steps=3, resume=True, force_resume_changes=True, sampler=sampler),
+                **tiny_parts())
     assert folder_bytes(out) == before
 
 

@@ -153,8 +153,8 @@ def test_an_interrupt_during_training_is_recorded_and_ends_in_one_line(tmp_path,
 
 @pytest.mark.fault("Ctrl-C during the held-out evaluation before the first step; SIGHUP (the terminal gone) mid-step",
                    "a 'stopped' event naming the interrupt and where; one line saying how the run goes on: "
-                   "--overwrite when no checkpoint was written, else --resume from the newest (it said --resume, which "
-                   "then refused; SIGHUP ended the process without a word or an event); under nohup the run goes on "
+                   "the same command when it stopped before its first step, else --resume from the newest (it said "
+                   "--resume, which then refused; SIGHUP ended the process without a word or an event); under nohup the run goes on "
                    "(the SIGHUP handler replaced nohup's: the terminal's close stopped it)")
 def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_path, cli_run, capsys):
     from reinforce_ada import cli
@@ -168,16 +168,16 @@ def test_an_interrupt_says_how_the_run_goes_on_and_a_hangup_is_an_interrupt(tmp_
                          "--overwrite"]) == 130
         assert capsys.readouterr().err.strip().splitlines()[-1] == (
             f"interrupted: reinforce-ada train stopped (KeyboardInterrupt during {where}; no checkpoint was written "
-            f"yet, so there is nothing to resume: the same command with --overwrite starts it over)")
+            f"yet, so there is nothing to resume: the same command starts it over)")
         assert history(out)[-1]["reason"] == f"interrupted (KeyboardInterrupt) during {where}"
-    assert cli.main([*interrupted, "--overwrite"]) == 0  # as the line says
+    assert cli.main(interrupted) == 0  # as the line says
 
     hung_up = run_cli([*cli_run, "--verifier", "reward_fixtures:hangs_up", "--save-steps", "1", "--output-dir",
                        str(tmp_path / "hup")], tmp_path)
     assert hung_up.returncode == 129, hung_up.stderr[-2000:]
     assert hung_up.stderr.strip().splitlines()[-1] == (
         "interrupted: reinforce-ada train stopped (SIGHUP during step 1; no checkpoint was written yet, so there is "
-        "nothing to resume: the same command with --overwrite starts it over)")
+        "nothing to resume: the same command starts it over)")
     assert history(tmp_path / "hup")[-1] == {**history(tmp_path / "hup")[-1], "event": "stopped",
                                              "reason": "interrupted (SIGHUP) during step 1"}
 
@@ -480,12 +480,13 @@ def test_resume_refuses_changed_settings_unless_forced_and_records_them(tmp_path
         with pytest.raises(RunFolderError, match=rf"changed settings \({field}: "):
             Trainer(small_config(out, max_steps=3, resume=True, **{field: value}), **setup())
     assert snapshot(out) == first
-    trainer = Trainer(small_config(out, max_steps=3, resume=True, seed=1, force_resume_changes=True), **setup())
+    trainer = Trainer(small_config(out, max_steps=3, resume=True, learning_rate=0.1, force_resume_changes=True),
+                      **setup())
     trainer.train()
     history = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()]
     assert [h["event"] for h in history] == ["start", "resume"]
     assert history[1]["step"] == 2 and history[1]["forced"] is True
-    assert history[1]["changed"]["seed"] == [0, 1] and history[1]["changed"]["max_steps"] == [2, 3]
+    assert history[1]["changed"]["learning_rate"] == [0.01, 0.1] and history[1]["changed"]["max_steps"] == [2, 3]
 
 
 def test_resume_of_a_folder_with_a_run_but_no_checkpoint_is_refused(tmp_path):
@@ -722,3 +723,62 @@ def test_a_full_disk_while_appending_metrics_leaves_no_torn_line(tmp_path, monke
     assert isinstance(err.value, metrics.MetricsWriteError)
     writer.write({"step": 2, "loss": 0.25})  # once there is room again, the next line is whole
     assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.fault("a run that stopped before its first training step (a failure at step 1, an interrupt during the "
+                   "evaluation before training), then the corrected command",
+                   "the corrected command starts afresh, replacing what the stopped run wrote (it was refused as "
+                   "'already holds a run' though there was nothing to resume); a run that trained a step still "
+                   "blocks")
+def test_a_run_that_stopped_before_its_first_step_blocks_nothing(tmp_path):
+    out = tmp_path / "run"
+    failing = Trainer(small_config(out, max_steps=2), **setup())
+
+    def fails(*_):
+        raise RuntimeError("step 1 failed")
+
+    failing.sampler.sample = fails
+    with pytest.raises(RuntimeError, match="step 1 failed"):
+        failing.train()
+    assert metric_lines(out) and {r["step"] for r in metric_lines(out)} == {0}  # it evaluated before training
+    Trainer(small_config(out, max_steps=2), **setup()).train()  # the corrected command
+    history = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()]
+    assert [h["event"] for h in history] == ["start"] and (out / "summary.json").exists()
+
+    trained = tmp_path / "trained"
+    once = Trainer(small_config(trained, max_steps=3, save_steps=10), **setup())
+    original = once.sampler.sample
+    calls = []
+
+    def fails_at_step_2(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("step 2 failed")
+        return original(*args)
+
+    once.sampler.sample = fails_at_step_2
+    with pytest.raises(RuntimeError, match="step 2 failed"):
+        once.train()
+    with pytest.raises(RunFolderError, match="already holds a run"):
+        Trainer(small_config(trained, max_steps=3), **setup())
+
+
+@pytest.mark.fault("Ctrl-C during a held-out evaluation between steps (eval_steps) or the final one",
+                   "the stopped event and the line name the evaluation and its step (they said 'during step 3', "
+                   "a step that had not started)")
+def test_an_interrupt_during_a_later_evaluation_names_the_evaluation(tmp_path):
+    from reinforce_ada.training.guards import RunInterrupted
+
+    trainer = None
+
+    def verifier(prompts, completions):
+        if trainer.step == 2 and str(prompts[0].prompt_id).startswith("2-"):  # a held-out prompt, at step 2
+            raise KeyboardInterrupt
+        return digit_verifier(prompts, completions)
+
+    out = tmp_path / "run"
+    trainer = Trainer(small_config(out, max_steps=4, eval_steps=2), **{**setup(), "verifier": verifier})
+    with pytest.raises(RunInterrupted, match=r"^KeyboardInterrupt during the held-out evaluation at step 2; "):
+        trainer.train()
+    stopped = [json.loads(x) for x in (out / "config_history.jsonl").read_text().splitlines()][-1]
+    assert stopped["reason"] == "interrupted (KeyboardInterrupt) during the held-out evaluation at step 2"

@@ -26,8 +26,10 @@ def small_config(folder, **overrides) -> TrainConfig:
     given is merged into the small sampler (M=4, N=2, n=4)."""
     values = dict(model="injected", max_steps=2, batch_size=4, max_new_tokens=4, eval_prompts=8, eval_samples=2,
                   learning_rate=1e-2, output_dir=str(folder), num_threads=1)
-    sets = STRATEGY_SAMPLER_SETTINGS[overrides.get("strategy", "ada-balanced")]  # grpo and dapo set M and N
-    sampler = {k: v for k, v in dict(samples_per_round=4, max_rounds=2, group_size=4).items() if k not in sets}
+    strategy = overrides.get("strategy", "ada-balanced")
+    sets = STRATEGY_SAMPLER_SETTINGS[strategy]  # grpo and dapo set M and N
+    rounds = {} if strategy == "ada-est" else dict(samples_per_round=4, max_rounds=2, group_size=4)  # est: unused
+    sampler = {k: v for k, v in rounds.items() if k not in sets}
     sampler.update(overrides.pop("sampler", {}))
     values.update(overrides, sampler=sampler)
     return TrainConfig(**values)

@@ -157,10 +157,12 @@ def _entropy_panel(ax: Any, report: dict[str, Any], colors: dict[str, str]) -> N
             continue
         _, xs, ys = zip(*entropy["path"])
         ax.plot(xs, ys, marker="o", ms=3, lw=1.2, color=colors[strategy], label=strategy)
-        ax.annotate("start", (xs[0], ys[0]), fontsize=7, color=colors[strategy])
+        ax.annotate("start", (xs[0], ys[0]), xytext=(3, 3), textcoords="offset points", fontsize=7,
+                    color=colors[strategy])
         drawn = True
     if not drawn:
         return _note(ax, "no eval/entropy in these runs (run folders from before it was logged)")
+    ax.margins(x=0.15, y=0.15)  # room for the "start" labels inside the axes
     ax.set(xlabel="mean token entropy of held-out samples (nats; mean over seeds)", ylabel="held-out accuracy")
     ax.legend(fontsize=8)
 

@@ -222,7 +222,15 @@ def _report(out: Path, manifest: dict[str, Any], jobs: list[Job]) -> tuple[int, 
     failed = {r["run"]: r["error"] for r in ledger if not r.get("ok")}
     failed = {name: error for name, error in failed.items() if name in missing}
     if not any(s == manifest["baseline"] for s, _, _ in runs):
-        raise UsageError(f"no finished run of the baseline {manifest['baseline']} in {out}: nothing to report yet")
+        baseline_failed = {job.name: failed[job.name] for job in jobs
+                           if job.strategy == manifest["baseline"] and job.name in failed}
+        if not baseline_failed:
+            raise UsageError(f"no finished run of the baseline {manifest['baseline']} in {out}: nothing to report yet")
+        # runs that stopped or failed: exit 3 (docs/compare.md), as when the baseline finished and another did not
+        name, error = next(iter(baseline_failed.items()))
+        print(f"error: no run of the baseline {manifest['baseline']} finished ({len(baseline_failed)} failed, "
+              f"recorded in {out / LEDGER}), so there is nothing to report; {name}: {error}", file=sys.stderr)
+        return 3, {}
     try:
         report = analyse(runs, manifest_strategies(jobs), manifest["lrs"], manifest["baseline"], manifest["best_lr"],
                          manifest["lr_selection"])

@@ -52,6 +52,15 @@ STRATEGIES: dict[str, dict[str, Any]] = {  # name -> train settings by dotted na
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
+def _did_you_mean(name: str, known: dict[str, Any]) -> str:
+    """`` (did you mean 'grpo'?)`` for the known strategy closest to ``name``, else nothing (as ``train --strategy``
+    says it)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def parse_strategy(spec: str, known: dict[str, dict[str, Any]],
                    parse_options: Callable[[list[str]], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """``(name, settings)`` of one ``--strategies`` entry: a name of ``known``, or ``NAME=[BASE] OPTIONS``.
@@ -67,16 +76,16 @@ def parse_strategy(spec: str, known: dict[str, dict[str, Any]],
                          f"folders)")
     if not sep:
         if name not in known:
-            raise UsageError(f"--strategies: unknown strategy {name!r}; choose from {', '.join(known)}, or define one "
-                             f"as NAME=\"[BASE] --train-option VALUE ...\"")
+            raise UsageError(f"--strategies: unknown strategy {name!r}{_did_you_mean(name, known)}; choose from "
+                             f"{', '.join(known)}, or define one as NAME=\"[BASE] --train-option VALUE ...\"")
         return name, dict(known[name])
     words = shlex.split(rest)
     settings: dict[str, Any] = {}
     if words and not words[0].startswith("-"):
         base = words.pop(0)
         if base not in known:
-            raise UsageError(f"--strategies {spec!r}: unknown strategy {base!r} to start from; choose from "
-                             f"{', '.join(known)}")
+            raise UsageError(f"--strategies {spec!r}: unknown strategy {base!r} to start from"
+                             f"{_did_you_mean(base, known)}; choose from {', '.join(known)}")
         settings.update(known[base])
     if not words and not settings:
         raise UsageError(f"--strategies {spec!r}: give a strategy to start from and/or train options after '='")
