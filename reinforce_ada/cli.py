@@ -231,17 +231,36 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {_one_line(_os_error_message(err))}", file=sys.stderr)
         return 2
     except RunInterrupted as err:  # the run said which interrupt, where, and how it goes on
+        _ignore_further_interrupts()
         if args.command == "compare":  # compare continues its runs itself: its own way on, not the run's
             print(f"interrupted: reinforce-ada compare stopped ({err.cause}); {_COMPARE_GOES_ON}", file=sys.stderr)
         else:
             print(f"interrupted: reinforce-ada {args.command} stopped ({err})", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as err:  # nothing is half-written: checkpoints and metrics lines are written whole
+        _ignore_further_interrupts()
         what = err.name if isinstance(err, Signalled) else "KeyboardInterrupt"
         hint = (_COMPARE_GOES_ON if args.command == "compare" else
                 "a training run continues from its newest checkpoint with --resume")
         print(f"interrupted: reinforce-ada {args.command} stopped ({what}); {hint}", file=sys.stderr)
         return getattr(err, "exit_status", 130)
+
+
+def _ignore_further_interrupts() -> None:
+    """An interrupted command is on its way out: a second Ctrl-C must not cut its exit short. The interpreter's exit
+    handlers (torch's, the worker pools') run last-registered first, so one registered now runs before them and sets
+    SIGINT ignored for the rest of the exit -- only then, so a caller of :func:`main` in the same process keeps its
+    own handler until it exits."""
+    import atexit
+    import signal
+
+    def ignore() -> None:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing to set
+            pass
+
+    atexit.register(ignore)
 
 
 _COMPARE_GOES_ON = ("the same command continues it: finished runs are kept, an interrupted run continues from its "
