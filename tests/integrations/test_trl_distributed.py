@@ -85,7 +85,8 @@ def test_two_processes_share_one_est_memory(tmp_path):
     """Est on two processes: each process's rows are its own prompts' allocation (16 rows, 2 prompts), the memories
     are identical after every step, and a prompt drawn by the other process next uses the estimate its last visit
     left -- whichever process made that visit."""
-    from reinforce_ada.sampling.memory import PassRateMemory
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.sampling.estimate import est_memory
 
     _launch(tmp_path, "est")
     runs = [json.loads((tmp_path / f"est-rank{i}.json").read_text())["est"] for i in range(2)]
@@ -100,7 +101,7 @@ def test_two_processes_share_one_est_memory(tmp_path):
             assert step["rows"] == step["loss_rows"] == sum(step["counts"]) == 16 and len(step["keys"]) == 2
             if t == 0:
                 continue
-            memory = PassRateMemory()
+            memory = est_memory(SamplerConfig.reinforce_ada_est())  # Est's settings; the state brings the counts
             memory.load_state_dict(steps[rank][t - 1]["memory"])
             assert step["p_hat"] == [memory.pass_rate(k) for k in step["keys"]]
             for key in step["keys"]:
