@@ -120,3 +120,19 @@ def test_the_forty_seed_table_reads_every_interval_from_the_reports():
     gap = summary.hard_minus_easy(vs_n8, "ada-est")
     table5 = next(line for line in lines[lines.index(""):] if line.startswith("| ada-est vs grpo-n8 |")).split(" | ")
     assert table5[1] == "5" and table5[4].startswith(summary.ci((gap["gap"]["mean"], gap["gap"]["half_width"])))
+
+
+def test_the_forty_seed_table_is_the_summary_of_its_reports(capsys):
+    """docs/benchmarks.md's 40-seed table is what est_summary.py prints from the two committed reports, and its
+    intervals are t-intervals at 39 degrees of freedom of the 40 paired differences."""
+
+    summary = load_summary()
+    summary.main(["--table", "forty", "recurring-40"])
+    printed = capsys.readouterr().out.strip()
+    assert printed in (ROOT / "docs" / "benchmarks.md").read_text()
+    report = json.loads((ROOT / "benchmarks" / "results" / "compare_est_recurring-40.json").read_text())
+    assert report["seeds"] == list(range(40)) and report["lrs"] == [0.001] and report["format"] == 3
+    est = report["strategies"]["ada-est"]
+    diffs = est["paired"]["at_tokens"]
+    mean, half = est["paired_mean_ci95"]["at_tokens"]
+    assert len(diffs) == 40 and half == pytest.approx(2.022691 * statistics.stdev(diffs) / math.sqrt(40), rel=1e-6)
