@@ -206,8 +206,11 @@ def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
     trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
                              args=est_args(tmp_path, memory_seed=str(seeds), max_steps=1),
                              train_dataset=dataset(), processing_class=build_char_tokenizer())
-    counts, _, _ = trainer.ada_est.allocate_preview([dataset_prompt({"prompt": p, "answer": a})
-                                                     for p, a in [("1+1=", "2"), ("3+3=", "6")]])
+    from reinforce_ada.sampling.estimate import est_allocation
+
+    counts, _, _ = est_allocation(trainer.ada_est.memory, [dataset_prompt({"prompt": p, "answer": a})
+                                                           for p, a in [("1+1=", "2"), ("3+3=", "6")]],
+                                  trainer.ada_est.config)
     assert counts[1] > counts[0]
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}) + "\n")

@@ -33,7 +33,6 @@ the memory it stopped with.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +47,6 @@ from reinforce_ada.sampling.pools import weigh_advantages
 from reinforce_ada.types import Prompt
 
 __all__ = ["EstStep", "TRLEst", "dataset_prompt"]
-
-logger = logging.getLogger(__name__)
 
 
 def dataset_prompt(row: dict[str, Any], prompt_id: Any = None) -> Prompt:
@@ -100,10 +97,6 @@ class TRLEst:
         # a fresh dict per row: TRL writes a rollout's extra fields into the rows it is given
         return [dict(inputs[g * n]) for g, count in enumerate(counts) for _ in range(int(count))]
 
-    def allocate_preview(self, prompts: list[Prompt]) -> tuple[np.ndarray, np.ndarray, int]:
-        """What the memory would allocate to ``prompts`` now, without starting a step."""
-        return est_allocation(self.memory, prompts, self.config)
-
     # -- 2. and 3. advantages and memory, from every process's rewards -------------------------------------------------
     def finish(self, values: np.ndarray, rows_per_process: list[int], steps: list[EstStep], *, weights: np.ndarray,
                correctness: list[int], aggregation: str, scale_rewards: str, epsilon: float
@@ -122,7 +115,7 @@ class TRLEst:
         advantages = trl_advantages.advantages(combined, index, aggregation=aggregation, scale_rewards=scale_rewards,
                                                batch_mean=batch_mean, batch_std=batch_std, epsilon=epsilon)
         reward = trl_advantages.combine_rewards(values, weights, index, aggregation="sum_then_normalize")
-        rbar, _ = trl_advantages.set_statistics(reward, index)  # (rows,) TRL's reward, averaged over the prompt
+        rbar, reward_std = trl_advantages.set_statistics(reward, index)  # (rows,) TRL's reward over the prompt
         advantages, grad_metrics = weigh_advantages(advantages, np.nan_to_num(rbar, nan=0.0), self.config)
 
         correct = np.nansum(values[:, correctness], axis=1) > self.config.positive_threshold  # (rows,)
@@ -133,11 +126,11 @@ class TRLEst:
         counts = np.concatenate([s.counts for s in steps])
         p_hat = np.concatenate([s.p_hat for s in steps])
         # TRL's frac_reward_zero_std: the share of rows whose prompt's rewards have zero std, here per prompt
-        _, reward_std = trl_advantages.set_statistics(reward, index)
-        zero_std = np.isclose(np.nan_to_num(reward_std, nan=0.0), 0.0)  # (rows,)
+        zero_std = np.isclose(np.nan_to_num(reward_std, nan=0.0), 0.0)  # (rows,) the same for all of a prompt's rows
+        zero_prompts = np.bincount(index, weights=zero_std.astype(np.float64), minlength=num_prompts) == samples
         metrics = {**allocation_summary(counts, p_hat), **grad_metrics,
                    "frac_reward_zero_std": float(zero_std.mean()),
-                   "zero_variance_fraction": float(np.mean([zero_std[index == x][0] for x in range(num_prompts)])),
+                   "zero_variance_fraction": float(zero_prompts.mean()),
                    "positive_fraction": float(correct.mean())}
         remember_visits(self.memory, [prompt_key(p) for p in prompts], positives.tolist(),
                         (samples - positives).tolist())
