@@ -25,7 +25,7 @@
 #               bed's report put every strategy's best lr at the grid's lowest (1e-3): the same grid one step lower
 #               too (5e-4, 1e-3, 2e-3), everything else as `filtered`. Its 1e-3 and 2e-3 runs are the filtered bed's (linked, so `filtered` must have run first);
 #               only the 5e-4 runs are trained. Reported beside `filtered`, not in place of it.
-#   recurring-40  declared 2026-12-06 04:15 UTC (issue 42; committed with this line, before any of its runs): the
+#   recurring-40  declared 2026-12-06 04:13 UTC (issue 42; committed with this line, before any of its runs): the
 #               recurring bed (512 addition prompts drawn per seed, 32 per step, 320 steps = 20 epochs, held-out every 32
 #               steps) with ONE lr, 1e-3 -- every strategy's best in the committed recurring runs -- so nothing is
 #               selected; seeds 0-39. Strategies grpo-n8 (the baseline), ada-est, grpo (GRPO-n4) and ada-est-n4 (Est at
