@@ -66,8 +66,8 @@ class EstRecordingTrainer(AdaGRPOTrainer):
         rows = []
         original = self.ada_est.assign_rows
 
-        def assign(batch):
-            rows.extend(original(batch))
+        def assign(batch, *args):
+            rows.extend(original(batch, *args))
             step = self.ada_est.step
             self.steps.append({"prompts": step.prompts, "counts": step.counts.tolist(), "memory": memory_before})
             return rows
