@@ -58,8 +58,7 @@ class TrainConfig:
 
     # -- data and reward ---------------------------------------------------------------------------------------------
     task: str | None = "arithmetic"
-    """Built-in task by name (``reasoning-gym:<dataset>``: that reasoning-gym dataset); ignored when ``data`` is
-    given."""
+    """Built-in task by name; ignored when ``data`` is given."""
     data: str | None = None
     """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path; ``task:NAME`` is the
     built-in task ``NAME`` (the same as ``task``)."""
@@ -182,6 +181,12 @@ class TrainConfig:
     micro_batch_size: int | None = None
     """Completions per forward/backward (gradient accumulation inside a mini-batch). Model-dependent default: 64
     for tiny, 8 otherwise."""
+    completion_logits_only: bool | None = None
+    """Logits only where completions are. The update computes the vocabulary's logits from the step's first
+    completion token on (transformers' ``logits_to_keep``, where the model's forward takes it): the same
+    log-probabilities, without a softmax over the vocabulary at every prompt position -- most of the update's cost
+    for a short answer to a long chat prompt. Model-dependent default: on for pretrained models; off for tiny (a
+    16-token vocabulary saves nothing, and its documented figures were measured with every position's logits)."""
     policy_loss: str = "ppo-clip"
     """The policy loss by name (:data:`~reinforce_ada.core.losses.POLICY_LOSSES`): ``ppo-clip``, token-level PPO-clip
     with the clip ratios below."""

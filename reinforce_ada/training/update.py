@@ -49,6 +49,12 @@ class SequenceBatch:
     def num_sequences(self) -> int:
         return int(self.input_ids.shape[0])
 
+    @property
+    def first_logits_position(self) -> int:
+        """The position whose logits predict the step's first completion token (the shortest prompt's last token):
+        no log-probability the loss reads comes from before it."""
+        return max(int((self.response_mask > 0).float().argmax(dim=1).min()) - 1, 0)
+
 
 def sequences(batch: SampledBatch, pad_token_id: int | None,
               prompt_token_ids: Callable[[Prompt], list[int]], generator: str = "the generator") -> SequenceBatch:
@@ -167,12 +173,13 @@ def no_grad_logprobs(model: Any, seq: SequenceBatch, cfg: TrainConfig, device: A
 
     chunks = []
     was_training = model.training
+    first = seq.first_logits_position if cfg.completion_logits_only else 0
     model.eval()
     with torch.no_grad():
         for start in range(0, seq.num_sequences, cfg.micro_batch_size):
             sl = slice(start, start + cfg.micro_batch_size)
             logprobs, _ = token_logprobs(model, seq.input_ids[sl].to(device), seq.attention_mask[sl].to(device),
-                                         cfg.temperature)
+                                         cfg.temperature, first=first)
             chunks.append(logprobs.cpu())
     model.train(was_training)
     return torch.cat(chunks)
@@ -215,6 +222,7 @@ class PolicyUpdate:
         if cfg.kl_coef > 0:
             ref_logprobs = self._reference_logprobs(seq)
         generator = torch.Generator().manual_seed(cfg.seed * 7919 + step)
+        first = seq.first_logits_position if cfg.completion_logits_only else 0
         count = 0
         model.train()
         for _ in range(cfg.ppo_epochs):
@@ -230,7 +238,8 @@ class PolicyUpdate:
                     mask = self._on_device(seq.response_mask[micro])
                     # the entropy is always measured (train/entropy); it has gradients only as a loss term
                     logprobs, entropy = token_logprobs(model, input_ids, attention, cfg.temperature,
-                                                       with_entropy=True, entropy_grad=cfg.entropy_coef > 0)
+                                                       with_entropy=True, entropy_grad=cfg.entropy_coef > 0,
+                                                       first=first)
                     old = logprobs.detach() if old_logprobs is None else self._on_device(old_logprobs[micro])
                     token_weights = None
                     if rollout is not None:

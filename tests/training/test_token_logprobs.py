@@ -64,3 +64,30 @@ def test_token_entropy_is_the_completion_tokens_entropy(micro_batch_size):
         _, entropy = token_logprobs(model, input_ids, attention, 1.0, with_entropy=True)
     assert count == int(response_mask.sum()) == sum(len(c.token_ids) for _, c in rows)
     assert total == pytest.approx(float((entropy * response_mask).sum()), rel=1e-5)
+
+
+def test_gradients_from_the_completion_logits_match_the_whole_sequences():
+    """What the update gets with ``completion_logits_only``: the same gradient of a loss over completion tokens (to
+    float rounding) as from every position's logits."""
+    model, tokenizer = build_tiny_model(), build_char_tokenizer()
+    rows = _rows(tokenizer)
+    length = max(len(p) + len(c.token_ids) for p, c in rows)
+    input_ids, attention, response_mask, _ = padded(rows, tokenizer.pad_token_id, length)
+    first = int((response_mask > 0).float().argmax(dim=1).min()) - 1
+    grads = []
+    for start in (0, first):
+        model.zero_grad()
+        logprobs, entropy = token_logprobs(model, input_ids, attention, 1.0, with_entropy=True, first=start)
+        ((logprobs + 0.1 * entropy) * response_mask).sum().backward()
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters()})
+    assert first > 0
+    for name, whole in grads[0].items():
+        torch.testing.assert_close(grads[1][name], whole, rtol=1e-5, atol=1e-6), name
+
+
+def test_pretrained_models_compute_completion_logits_only_and_tiny_does_not():
+    from reinforce_ada.config import TrainConfig
+
+    assert TrainConfig().completion_logits_only is False
+    assert TrainConfig(model="some/hf-model").completion_logits_only is True
+    assert TrainConfig(model="some/hf-model", completion_logits_only=False).completion_logits_only is False
