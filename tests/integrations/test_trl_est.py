@@ -282,7 +282,8 @@ def test_every_loss_type_is_blind_to_the_grouping(tmp_path):
 @pytest.mark.parametrize("vllm_mode", ["colocate", "server"])
 def test_est_generates_through_trls_vllm_modes(tmp_path, monkeypatch, vllm_mode):
     """TRL's own VLLMGeneration (only the engine or the HTTP client faked): one request per step holding the step's
-    16 rows, one completion each (n=1), whatever Est's counts."""
+    16 rows, one completion each (n=1), whatever Est's counts. Colocate mode runs on the real CPU engine in
+    test_trl_est_vllm.py; server mode stays faked: TRL's weight sync needs NCCL on CUDA (docs/trl.md)."""
     import sys as _sys
     from pathlib import Path
 
