@@ -311,3 +311,43 @@ def test_est_generates_through_trls_vllm_modes(tmp_path, monkeypatch, vllm_mode)
         assert fake.generate_calls == [{"num_prompts": 16, "n": 1}] * 4
     assert [sum(s["counts"]) for s in trainer.steps] == [16] * 4
     assert any(len(set(s["counts"])) > 1 for s in trainer.steps[2:])
+
+
+def flat_reward(prompts, completions, **kwargs):
+    """Prompts 1+1 and 2+2 score 0.1 whatever the completion: no spread, and a mean of 0.1s that floating-point sums
+    do not give back exactly; 3+3 and 4+4 as :func:`est_reward`."""
+    return [0.1 if p in ("1+1=", "2+2=") else r for p, r in zip(prompts, est_reward(prompts, completions))]
+
+
+class LossRecordingTrainer(AdaGRPOTrainer):
+    """Records, per training micro-batch, the rows' prompts, advantages and the loss TRL computes from them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list[dict] = []
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if model.training:
+            self.seen.append({"prompts": self.processing_class.batch_decode(inputs["prompt_ids"],
+                                                                            skip_special_tokens=True),
+                              "advantages": inputs["advantages"].detach().cpu().clone(), "loss": float(loss)})
+        return loss
+
+
+@pytest.mark.parametrize("mode", ["est", "rounds"])
+def test_an_all_equal_group_with_group_scaling_and_epsilon_0_reaches_the_loss_as_advantage_0(tmp_path, mode):
+    """scale_rewards="group" divides by the std; advantage_epsilon=0 is the smallest the config accepts. A prompt whose
+    rewards are all equal gets advantage 0 (not 0 / 0, nor a rounding error divided by a rounding error) and every
+    loss is finite; the prompts with spread get their z-scores."""
+    rounds = dict(mode="rounds", num_generations=4, per_device_train_batch_size=8) if mode == "rounds" else {}
+    args = est_args(tmp_path, scale_rewards="group", advantage_epsilon=0.0, max_steps=4, **rounds)
+    trainer = LossRecordingTrainer(model=build_tiny_model(), reward_funcs=flat_reward, args=args,
+                                   train_dataset=dataset(), processing_class=build_char_tokenizer())
+    trainer.train()
+    assert len(trainer.seen) == 4
+    assert all(torch.isfinite(s["advantages"]).all() and math.isfinite(s["loss"]) for s in trainer.seen)
+    advantages = torch.cat([s["advantages"] for s in trainer.seen])
+    flat = torch.tensor([p in ("1+1=", "2+2=") for s in trainer.seen for p in s["prompts"]])
+    assert flat.sum() == 2 * len(flat) // 4 and (advantages[flat] == 0).all()  # steps 1 and 3: 1+1 and 2+2
+    assert (advantages[~flat] != 0).any()
