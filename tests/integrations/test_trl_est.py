@@ -351,3 +351,33 @@ def test_an_all_equal_group_with_group_scaling_and_epsilon_0_reaches_the_loss_as
     flat = torch.tensor([p in ("1+1=", "2+2=") for s in trainer.seen for p in s["prompts"]])
     assert flat.sum() == 2 * len(flat) // 4 and (advantages[flat] == 0).all()  # steps 1 and 3: 1+1 and 2+2
     assert (advantages[~flat] != 0).any()
+
+
+def score_reward(prompts, completions, **kwargs):
+    """A reward-model-like score outside [0, 1]: 3 where :func:`est_reward` says correct, -2 otherwise."""
+    return [5.0 * r - 2.0 for r in est_reward(prompts, completions)]
+
+
+def test_rewards_outside_0_1_are_weighed_at_the_pass_rate_docs_trl_states(tmp_path):
+    """docs/trl.md ("Rewards outside [0, 1]"): the gradient weight is w(p) at the prompt's pass rate p, the share of its
+    rows whose correctness rewards sum above positive_threshold, capped at max_grad_weight; the baseline is the mean
+    reward. A mean reward of such scores (clipped to [0, 1]) would put every prompt below 1/2 correct at the cap, 8.
+    The trainer says once that the scores are not pass rates."""
+    trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=score_reward, args=est_args(tmp_path),
+                                  train_dataset=dataset(), processing_class=build_char_tokenizer())
+    with pytest.warns(UserWarning, match=r"\['score_reward'\] returned values outside \[0, 1\] \(e.g. 3\)") as caught:
+        trainer.train()
+    assert sum("outside [0, 1]" in str(w.message) for w in caught) == 1
+    weights_seen = set()
+    for step in trainer.steps:
+        rewards, counts = np.array(step["rewards"]), step["counts"]
+        for rows in np.split(np.arange(len(rewards)), np.cumsum(counts)[:-1]):
+            r = rewards[rows]
+            pass_rate = float((r > 0.5).mean())
+            weight = min(1 / math.sqrt(pass_rate + EPS), 8.0)
+            assert np.array(step["advantages"])[rows] == pytest.approx((r - r.mean()) * weight, abs=1e-9)
+            if np.ptp(r) > 0:
+                weights_seen.add(round(weight, 6))
+    assert any(w < 8.0 for w in weights_seen), weights_seen  # not vacuous: a prompt with spread, weighed below the cap
+    for inputs, step in zip(trainer.loss_inputs, trainer.steps):  # what TRL's loss sees (its rows shuffled)
+        assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(step["advantages"]), abs=1e-5)

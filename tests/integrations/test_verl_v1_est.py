@@ -310,6 +310,46 @@ def test_v1_est_advantage_is_the_weighted_centred_reward_by_uid_and_padding_rows
     assert not manager.est.pending
 
 
+def test_v1_est_an_all_equal_group_with_normalize_std_and_epsilon_0_gets_advantage_0(est_trainer_config, tmp_path,
+                                                                                      verl_dispatch):
+    """normalize_std with epsilon=0, the smallest the config accepts: prompt a's rewards are all 0.3 (zero spread), so
+    its advantage is 0 -- it was NaN, which verl's engine answers by skipping the step -- and b keeps its weighted
+    z-score, in what verl's advantage code hands the loss."""
+    cfg = _config(est_trainer_config, tmp_path, **{"algorithm.reinforce_ada.normalize_std": True,
+                                                   "algorithm.reinforce_ada.epsilon": 0.0})
+    manager = _manager(cfg)
+    batch = _batch(list("ab"), step=1)
+    manager.generate_sequences(batch)
+    uids = list(batch["uid"])
+    counts = [manager.est.pending[u].num_samples for u in uids]
+    rewards = [0.3] * counts[0] + [1.0, 1.0, 0.0, 0.0] + [0.0] * (counts[1] - 4)
+    advantages = _verl_advantages(cfg, *_rows(uids, counts, rewards, num_padding=1))
+    assert torch.isfinite(advantages).all()
+    assert (advantages[:counts[0]] == 0).all()
+    b = np.array(rewards[counts[0]:])
+    expected = (b - b.mean()) / b.std(ddof=1) * min(1 / np.sqrt(b.mean() + 1e-6), 8.0)
+    np.testing.assert_allclose(advantages[counts[0]:-1, -1].numpy(), expected, rtol=1e-6)
+
+
+def test_v1_est_rewards_outside_0_1_are_weighed_at_the_pass_rate(est_trainer_config, tmp_path, verl_dispatch):
+    """A reward function scoring 3 (correct) or -2: the weight is w(share of rows above positive_threshold), as
+    docs/verl.md states, not w of the mean reward (whose clip to [0, 1] put every such prompt at the cap)."""
+    cfg = _config(est_trainer_config, tmp_path)
+    manager = _manager(cfg)
+    batch = _batch(list("ab"), step=1)
+    manager.generate_sequences(batch)
+    uids = list(batch["uid"])
+    counts = [manager.est.pending[u].num_samples for u in uids]
+    assert counts == [8, 8]
+    rewards = [3.0, 3.0] + [-2.0] * 6 + [3.0] * 4 + [-2.0] * 4  # pass rates 1/4 and 1/2; mean rewards -0.75, 0.5
+    advantages = _verl_advantages(cfg, *_rows(uids, counts, rewards))[:, -1].numpy()
+    expected = []
+    for r, pass_rate in ((np.array(rewards[:8]), 0.25), (np.array(rewards[8:]), 0.5)):
+        expected += ((r - r.mean()) * min(1 / np.sqrt(pass_rate + 1e-6), 8.0)).tolist()
+    np.testing.assert_allclose(advantages, expected, rtol=1e-6)
+    assert manager.est.memory.pass_rate(_key("a")) == pytest.approx(3 / 10)  # 2 of 8 on Beta(1, 1)
+
+
 def test_v1_est_through_verls_ppo_trainer_compute_advantage(est_trainer_config, tmp_path, verl_dispatch, monkeypatch):
     """verl's own ``PPOTrainer._compute_advantage``: it reads its fixed fields (uid, response_mask, rm_scores, ...)
     from TransferQueue -- here a TensorDict built by verl's ``list_of_dict_to_tensordict`` as the agent loop stores

@@ -112,7 +112,8 @@ class AdaGRPOConfig(GRPOConfig):
     advantage_epsilon: float = field(
         default=1e-4,
         metadata={"help": "SamplerConfig's epsilon (TRL's own `epsilon` is the clip ratio): added to every std in an "
-                          "advantage's denominator (TRL's constant is 1e-4)."},
+                          "advantage's denominator (TRL's constant is 1e-4). 0 is allowed: a prompt whose rewards are "
+                          "all equal still gets advantage 0."},
     )
     importance_weights: bool = sampler_field(
         "importance_weights", note="Weights are positive, so for TRL's clipped losses multiplying each advantage "
@@ -127,8 +128,8 @@ class AdaGRPOConfig(GRPOConfig):
         "mode", note="Here 'rounds' (the default) or 'est'; under 'est' num_generations is the budget per prompt "
                      "(est_samples_per_prompt) and the round-based fields are not used.")
     objective: str | None = sampler_field(
-        "objective", note="Under 'rounds' its gradient weight multiplies TRL's advantages, at the pool's mean reward "
-                          "(TRL's weighted reward sum).")
+        "objective", note="Under 'rounds' its gradient weight multiplies TRL's advantages, at the pool's pass rate "
+                          "(the share of its completions whose correctness rewards sum above positive_threshold).")
     sample_share: float | str | None = sampler_field("sample_share")
     objective_eps: float = sampler_field("objective_eps")
     max_grad_weight: float | None = sampler_field("max_grad_weight")

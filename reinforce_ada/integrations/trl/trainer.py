@@ -180,6 +180,27 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
                 "collective but each process scores a different number of completions per round. Use reward "
                 "functions, or serve the reward model and call it from a reward function.")
 
+    def _warn_correctness_outside_unit(self, values: np.ndarray) -> None:
+        """Say once, naming the functions, that a correctness reward left [0, 1]: such a score is not a pass rate, and
+        what the memory, the exits and the gradient weight read of it is whether the correctness rewards' sum is above
+        ``positive_threshold`` (docs/trl.md, "Rewards outside [0, 1]"). ``values``: ``(rows, K)``, NaN for None."""
+        if getattr(self, "_ada_warned_reward_range", False):
+            return
+        scores = values[:, self.ada_correctness]
+        outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+        if not outside.any():
+            return
+        self._ada_warned_reward_range = True
+        names = [self.reward_func_names[self.ada_correctness[k]] for k in np.flatnonzero(outside.any(axis=0))]
+        warnings.warn(
+            f"the correctness reward function(s) {names} returned values outside [0, 1] (e.g. "
+            f"{float(scores[outside][0]):g}), which are not pass rates. A row counts as correct when the correctness "
+            f"rewards sum above positive_threshold={self.args.positive_threshold}; exits, selection, Est's memory and "
+            "every gradient weight read that, and the weight is evaluated at the share of a prompt's rows counted "
+            "correct, never at the reward (a prompt with no correct row has pass rate 0: weight max_grad_weight under "
+            "a weighted objective). Set positive_threshold or correctness_reward_funcs so that this means correct",
+            UserWarning, stacklevel=2)
+
     def _report_memory_seed(self, path: str | None, dataset: Any) -> None:
         """Say how many of the training prompts ``memory_seed`` seeded; refuse a file that seeds none of them."""
         if path is None:
@@ -233,6 +254,7 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             est.step, local = None, est.step
         if values is None:
             raise RuntimeError("TRL did not score the rows through _calculate_rewards")
+        self._warn_correctness_outside_unit(values.detach().cpu().double().numpy())
         steps = gather_object([local])  # every process's allocation, in process order
         advantages, metrics = est.finish(
             values.detach().cpu().double().numpy(), [len(rows)] * len(steps), steps,
@@ -399,6 +421,7 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         args = self.args
         weights = self.reward_weights.detach().cpu().double().numpy()
         values, set_index, kept_rows = self._reward_table(batch)
+        self._warn_correctness_outside_unit(values)
         combined = trl_advantages.combine_rewards(values, weights, set_index, aggregation=args.multi_objective_aggregation,
                                                   epsilon=args.advantage_epsilon)
         totals = self._gather_step_statistics(batch, prompts, trl_advantages.moments(combined))
@@ -407,11 +430,9 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         advantages = trl_advantages.advantages(combined, set_index, aggregation=args.multi_objective_aggregation,
                                                scale_rewards=args.scale_rewards, batch_mean=batch_mean,
                                                batch_std=batch_std, epsilon=args.advantage_epsilon)
-        if self.ada_sampler.config.weights_gradient:  # Seq's explicit weight (v3 Sec. 3.2) at the pool's mean reward
-            reward = trl_advantages.combine_rewards(values, weights, set_index, aggregation="sum_then_normalize")
-            rbar, _ = trl_advantages.set_statistics(reward, set_index)
-            advantages, grad_metrics = weigh_advantages(advantages, np.nan_to_num(rbar, nan=0.0),
-                                                        self.ada_sampler.config)
+        if self.ada_sampler.config.weights_gradient:  # Seq's explicit weight (v3 Sec. 3.2) at the pool's pass rate
+            pass_rate = np.array([g.pool_num_positive / g.pool_count for g in batch.groups])[set_index]
+            advantages, grad_metrics = weigh_advantages(advantages, pass_rate, self.ada_sampler.config)
             for name, value in grad_metrics.items():
                 self._metrics["train"][f"ada/{name}"].append(value)
         return advantages[kept_rows], totals
