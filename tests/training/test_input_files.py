@@ -34,6 +34,9 @@ GOOD = {"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}
     ('{"key": "k", "pass_rate": 0.5, "num_samples": Infinity}', "num_samples must be a positive finite number"),
     ('{"key": "k", "pass_rate": 1.5, "num_samples": 4}', r"pass_rate must be a number in \[0, 1\]"),
     ('{"key": "k", "pass_rate": NaN, "num_samples": 4}', r"pass_rate must be a number in \[0, 1\]"),
+    ('{"key": "k", "pass_rate": 0.0, "num_samples": "many"}', r"num_samples must be a positive finite number \(got "
+                                                              r"'many'\)"),
+    ('{"key": "k", "pass_rate": "high", "num_samples": 4}', r"pass_rate must be a number in \[0, 1\] \(got 'high'\)"),
     ('{"key": "k", "pass_rate": 0.5}', "expected an object with key, pass_rate, num_samples"),
     ("key,pass_rate", "not a JSON object"),
     (json.dumps(GOOD), "key 0123456789abcdef is given twice"),
