@@ -210,7 +210,8 @@ def test_checkpoints_carry_the_sampler_rng(tmp_path):
 
 # -- configuration errors, before any model work -----------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
-    (dict(num_generations=8, samples_per_round=2, max_rounds=2), "group_size=8 exceeds"),
+    (dict(num_generations=8, samples_per_round=2, max_rounds=2), r"^num_generations=8 exceeds samples_per_round \*"),
+    (dict(advantage_epsilon=-1.0), r"^advantage_epsilon must be a finite number >= 0"),
     (dict(exit_rule="sometimes"), "exit_rule='sometimes'"),
     (dict(multi_objective_aggregation="sum_of_both"), "multi_objective_aggregation='sum_of_both'"),
     (dict(scale_rewards="sometimes"), "scale_rewards='sometimes'"),

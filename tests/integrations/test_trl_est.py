@@ -221,15 +221,55 @@ def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"num_generations": 4}, "est_samples_per_prompt=8 must equal num_generations=4"),
+    ({"num_generations": 4, "est_samples_per_prompt": 8}, "est_samples_per_prompt=8 must equal num_generations=4"),
     ({"est_budget": 64}, "leave est_budget None"),
     ({"max_rounds": 2}, "max_rounds: settings of mode='rounds'"),
-    ({"est_decay": 0.0}, "est.decay must be in"),
+    ({"est_decay": 0.0}, "^est_decay must be in"),
+    ({"est_min_samples": 0}, "^est_min_samples must be a positive integer"),
+    ({"est_min_samples": 10}, "^est_min_samples=10 is above num_generations=8"),
+    ({"est_max_samples": 4}, "^est_max_samples=4 is below num_generations=8"),
+    ({"num_generations": 4, "per_device_train_batch_size": 8, "est_min_samples": 6},
+     "^est_min_samples=6 is above num_generations=4"),
+    ({"advantage_epsilon": -1.0}, "^advantage_epsilon must be"),
     ({"mode": "streaming"}, "'rounds'"),
+    ({"mode": "rounds", "est_decay": 0.5}, "^est_decay: settings of mode='est'"),
+    ({"mode": "rounds", "est_min_samples": 1, "memory_seed": "rates.jsonl"},
+     "^est_min_samples, memory_seed: settings of mode='est'"),
 ])
 def test_bad_est_config_is_refused_by_name(tmp_path, overrides, message):
+    """Refused when the config is built, before any model loads (est_min_samples / est_max_samples that
+    num_generations cannot meet were found at the first allocation), naming the fields as AdaGRPOConfig spells them."""
     with pytest.raises(ConfigError, match=message):
         est_args(tmp_path, **overrides)
+
+
+def test_est_samples_per_prompt_follows_num_generations(tmp_path):
+    args = est_args(tmp_path, num_generations=4, per_device_train_batch_size=8)
+    assert args.est_samples_per_prompt is None and args.sampler_config().est.samples_per_prompt == 4
+    assert est_args(tmp_path, num_generations=4, per_device_train_batch_size=8,
+                    est_samples_per_prompt=4).sampler_config().est.samples_per_prompt == 4
+
+
+def test_what_counts_as_changed_is_the_librarys_default_not_a_subclasss(tmp_path):
+    """A subclass that redeclares a round-based field's default has changed it: mode='est' refuses it, as it refuses
+    the same value given by hand (and a subclass that redeclares an Est field, under mode='rounds')."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class TwoRounds(AdaGRPOConfig):
+        max_rounds: int = 2
+
+    @dataclass
+    class SlowDecay(AdaGRPOConfig):
+        est_decay: float = 0.5
+
+    common = dict(output_dir=str(tmp_path), use_cpu=True, report_to=[], bf16=False, num_generations=8,
+                  per_device_train_batch_size=8)
+    with pytest.raises(ConfigError, match="^max_rounds: settings of mode='rounds'"):
+        TwoRounds(mode="est", **common)
+    with pytest.raises(ConfigError, match="^est_decay: settings of mode='est'"):
+        SlowDecay(mode="rounds", **common)
+    assert SlowDecay(mode="est", **common).sampler_config().est.decay == 0.5
 
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")

@@ -71,6 +71,27 @@ def _model_name(model: Any) -> str:
     return str(name).split("/")[-1]
 
 
+def reward_func_name(func: Any) -> str:
+    """The name TRL gives a reward function (its ``rewards/<name>`` metric), before any reward model is loaded: a
+    model id's last part, a model's ``name_or_path``'s, a function's ``__name__`` (through ``functools.partial``),
+    else the class name.
+
+    >>> import functools
+    >>> def accuracy(completions, **kwargs): ...
+    >>> reward_func_name("org/my-reward-model"), reward_func_name(functools.partial(accuracy, scale=2))
+    ('my-reward-model', 'accuracy')
+    """
+    import functools
+
+    if isinstance(func, str):
+        return func.split("/")[-1]
+    if isinstance(func, torch.nn.Module):
+        return str(getattr(func.config, "_name_or_path", type(func).__name__)).split("/")[-1]
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__name__", type(func).__name__)
+
+
 def resolve_correctness(spec: list | None, names: list[str]) -> list[int]:
     """Indices of the reward functions named by ``correctness_reward_funcs`` (names or indices).
 
@@ -126,9 +147,9 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             raise NotImplementedError("AdaGRPOTrainer does not support image prompts (the train_dataset has an "
                                       "image column): the sampler generates text-only rows")
         reward_funcs = params.get("reward_funcs")
-        num_funcs = len(reward_funcs) if isinstance(reward_funcs, list) else int(reward_funcs is not None)
-        if config.correctness_reward_funcs is None and num_funcs > 1:  # before any model is loaded
-            resolve_correctness(None, [f"reward_funcs[{i}]" for i in range(num_funcs)])
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [] if reward_funcs is None else [reward_funcs]
+        if config.correctness_reward_funcs is None and len(funcs) > 1:  # before any model is loaded
+            resolve_correctness(None, [reward_func_name(f) for f in funcs])
         if config.advantage not in ("pool", "group"):
             raise ConfigError(f"advantage={config.advantage!r}: AdaGRPOTrainer computes TRL's advantages with a "
                               "'pool' or 'group' baseline only")
