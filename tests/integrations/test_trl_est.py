@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +23,7 @@ import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from reinforce_ada.config import ConfigError  # noqa: E402
+from reinforce_ada.errors import CheckpointError  # noqa: E402
 from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer  # noqa: E402
 from reinforce_ada.integrations.trl.est import dataset_prompt  # noqa: E402
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model  # noqa: E402
@@ -196,6 +198,64 @@ def test_resume_is_bit_identical(tmp_path):
     final = dict(whole.model.named_parameters())
     for name, value in resumed.model.named_parameters():
         assert torch.equal(value, final[name]), name
+
+
+@pytest.fixture(scope="module")
+def saved_checkpoint(tmp_path_factory):
+    """A 2-step Est run's checkpoint-2 (its memory in ada_sampler_state_0.json)."""
+    folder = tmp_path_factory.mktemp("trl_est_saved")
+    AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                   args=est_args(folder, max_steps=2, save_strategy="steps", save_steps=2),
+                   train_dataset=dataset(), processing_class=build_char_tokenizer()).train()
+    return folder / "run" / "checkpoint-2"
+
+
+def resume_from(checkpoint, tmp_path, **overrides):
+    import shutil
+
+    copy = tmp_path / "checkpoint-2"
+    shutil.copytree(checkpoint, copy)
+    return copy, lambda: AdaGRPOTrainer(
+        model=build_tiny_model(), reward_funcs=est_reward, args=est_args(tmp_path, max_steps=3, **overrides),
+        train_dataset=dataset(), processing_class=build_char_tokenizer()).train(resume_from_checkpoint=str(copy))
+
+
+def test_a_resume_from_a_checkpoint_without_the_memory_stops_naming_the_way_out(saved_checkpoint, tmp_path):
+    """It warned and trained on from an empty memory (step 4's counts [8, 8], not [9, 7]); verl stops here too."""
+    copy, resume = resume_from(saved_checkpoint, tmp_path)
+    (copy / "ada_sampler_state_0.json").unlink()
+    with pytest.raises(CheckpointError, match=r"ada_sampler_state_0.json does not exist: .* set "
+                                              r"resume_without_sampler_state=True to start Est's pass-rate memory "
+                                              r"afresh"):
+        resume()
+
+
+def test_resume_without_sampler_state_is_the_explicit_opt_in(saved_checkpoint, tmp_path, caplog):
+    copy, _ = resume_from(saved_checkpoint, tmp_path)
+    (copy / "ada_sampler_state_0.json").unlink()
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                             args=est_args(tmp_path, max_steps=3, resume_without_sampler_state=True),
+                             train_dataset=dataset(), processing_class=build_char_tokenizer())
+    with caplog.at_level("WARNING"):
+        trainer.train(resume_from_checkpoint=str(copy))
+    assert trainer.state.global_step == 3 and "resume_without_sampler_state=True" in caplog.text
+    assert trainer.ada_est.memory.step == 1  # the memory started afresh at the resume: one step since
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, r"cannot be read \(.*\): the checkpoint is damaged"),  # the saved file cut in half
+    ('{"est": {}}', r"Est's pass-rate memory cannot be read from it \(no 'memory'\)"),
+    ('[1, 2]', "holds list, not a sampler state"),
+    ('{"sampler": {}}', "holds the round-based sampler's state"),
+])
+def test_a_damaged_sampler_state_is_named_by_its_file(saved_checkpoint, tmp_path, content, message):
+    """A truncated file raised a JSONDecodeError that named no file, and {"est": {}} a KeyError 'memory'."""
+    copy, resume = resume_from(saved_checkpoint, tmp_path)
+    path = copy / "ada_sampler_state_0.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2] if content is None else content)
+    with pytest.raises(CheckpointError, match=re.escape(str(path)) + ".*" + message):
+        resume()
 
 
 def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):

@@ -175,6 +175,13 @@ class AdaGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
     )
+    resume_without_sampler_state: bool = field(
+        default=False,
+        metadata={"help": "Resume from a checkpoint that holds no ada_sampler_state_<i>.json (one TRL's GRPOTrainer "
+                          "saved, say): the sampler's selection RNG starts from sampler_seed and Est's memory empty "
+                          "(or from memory_seed), so the run does not continue as the one that saved it. False (the "
+                          "default): such a resume stops, naming the file."},
+    )
     rescore_kept: bool = field(
         default=False,
         metadata={"help": "Call the reward functions again on the kept completions, as plain GRPO would (True), or "

@@ -52,6 +52,7 @@ import torch
 from trl import GRPOTrainer
 
 from reinforce_ada.config import ConfigError
+from reinforce_ada.errors import CheckpointError
 from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.integrations.trl.config import AdaGRPOConfig
 from reinforce_ada.integrations.trl.est import TRLEst, dataset_prompt
@@ -385,26 +386,47 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             json.dump(state, f)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
+        """TRL's RNG states, then this process's sampler state (the selection RNG, or Est's memory) from the same
+        checkpoint. A checkpoint without the file (one TRL's ``GRPOTrainer`` saved, or with fewer processes) stops the
+        resume naming the way out, unless ``resume_without_sampler_state``; a file that cannot be read stops it naming
+        the file."""
         super()._load_rng_state(checkpoint)
         if checkpoint is None:
             return
         path = self._sampler_state_file(checkpoint)
+        what = "Est's pass-rate memory" if self.ada_est is not None else "the sampler's selection RNG"
         if not os.path.isfile(path):
-            logger.warning("no Reinforce-Ada sampler state in %s; the sampler's selection RNG starts from "
-                           "sampler_seed%s", checkpoint, " and Est's memory empty" if self.ada_est is not None else "")
-            return
-        with open(path) as f:
-            state = json.load(f)
-        if self.ada_est is not None:
-            if "est" not in state:
-                raise ValueError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
-                                 f"was written with mode='rounds'")
-            self.ada_est.load_state_dict(state["est"])
-            return
-        if "est" in state:
-            raise ValueError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
-        self.ada_sampler.load_state_dict(state.get("sampler", state))
-        self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
+            if self.args.resume_without_sampler_state:
+                logger.warning("no Reinforce-Ada sampler state in %s (resume_without_sampler_state=True): %s starts "
+                               "afresh", checkpoint, what)
+                return
+            raise CheckpointError(f"{path} does not exist: this checkpoint was not saved by AdaGRPOTrainer (or with "
+                                  f"fewer processes), so {what} cannot be restored and the resumed run would not "
+                                  f"continue the one that saved it; resume from a checkpoint AdaGRPOTrainer saved, or "
+                                  f"set resume_without_sampler_state=True to start {what} afresh")
+        try:
+            with open(path, encoding="utf-8") as f:
+                state = json.load(f)
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"{path} cannot be read ({err}): the checkpoint is damaged (a write cut short?); "
+                                  f"resume from an earlier checkpoint") from None
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{path} holds {type(state).__name__}, not a sampler state")
+        if self.ada_est is not None and "est" not in state:
+            raise CheckpointError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
+                                  f"was written with mode='rounds'")
+        if self.ada_est is None and "est" in state:
+            raise CheckpointError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
+        try:
+            if self.ada_est is not None:
+                self.ada_est.load_state_dict(state["est"])
+            else:
+                self.ada_sampler.load_state_dict(state.get("sampler", state))
+                self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            detail = f"no {err}" if isinstance(err, KeyError) else str(err)
+            raise CheckpointError(f"{path}: {what} cannot be read from it ({detail}); the file is damaged: resume "
+                                  f"from an earlier checkpoint") from None
 
     # -- helpers ------------------------------------------------------------------------------------------------------
     def _group_prompts(self, prompts: list, inputs: list[dict[str, Any]]) -> list[Prompt]:
