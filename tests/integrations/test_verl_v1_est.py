@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import uuid
 
 import numpy as np
@@ -29,6 +30,7 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from reinforce_ada.config import ConfigError, EstConfig, SamplerConfig  # noqa: E402
+from reinforce_ada.errors import CheckpointError  # noqa: E402
 from reinforce_ada.integrations.verl.config import (  # noqa: E402
     EST_CONFIG_NAME,
     check_verl_config,
@@ -87,7 +89,8 @@ def test_v1_est_yaml_carries_the_standalone_est_names_and_defaults():
     for key, value in block["est"].items():
         assert value == getattr(defaults, key), key
     sampler = SamplerConfig()
-    for key in ("objective", "sample_share", "objective_eps", "max_grad_weight", "positive_threshold"):
+    for key in ("objective", "sample_share", "objective_eps", "max_grad_weight", "positive_threshold", "normalize_std",
+                "epsilon"):
         assert block[key] == getattr(sampler, key), key
 
 
@@ -566,10 +569,76 @@ def test_v1_est_resuming_from_a_checkpoint_without_the_memory_is_an_error_and_di
     # a checkpoint verl saved without Est's callback (e.g. a GRPO run)
     PPOTrainer._save_checkpoint(_verl_trainer(_config(cfg, **{"trainer.checkpoint_callback_class": None}), step=2))
     assert os.path.exists(tmp_path / "global_step_2" / "data.pt")
-    with pytest.raises(FileNotFoundError, match="holds no reinforce_ada_est.json"):
+    with pytest.raises(CheckpointError, match="holds no reinforce_ada_est.json"):
         _manager(cfg)
     fresh = _manager(_config(cfg, **{"trainer.resume_mode": "disable"}))
     assert len(fresh.est.memory) == 0
+
+
+# -- every input checked before Ray: the entry point with run_ppo (Ray's start) replaced by a failure ------------------
+def _before_ray(monkeypatch):
+    """``main_ppo.run`` with verl's ``run_ppo`` -- where Ray starts -- a test failure."""
+    import verl.trainer.main_ppo as verl_main_ppo
+
+    from reinforce_ada.integrations.verl import main_ppo
+
+    monkeypatch.setattr(verl_main_ppo, "run_ppo", lambda *a, **k: pytest.fail("Ray was reached"))
+    return main_ppo.run
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, r"pass-rate file .*missing.jsonl does not exist"),
+    ('{"key": "k", "pass_rate": 0.5, "num_samples": 8}\nnot json\n', r"seed.jsonl:2: not a JSON object"),
+    ('{"key": "k", "pass_rate": 0.5, "num_samples": -2}\n', r"seed.jsonl:1: num_samples must be a positive finite"),
+])
+def test_v1_est_a_bad_memory_seed_file_is_refused_before_ray(est_trainer_config, tmp_path, monkeypatch, content,
+                                                             message):
+    """`+algorithm.reinforce_ada.memory.seed=...`: the DataError came only when the manager was built inside Ray."""
+    seed = tmp_path / ("missing.jsonl" if content is None else "seed.jsonl")
+    if content is not None:
+        seed.write_text(content)
+    cfg = _config(est_trainer_config, tmp_path, **{"algorithm.reinforce_ada.memory": {"seed": str(seed)}})
+    with pytest.raises(ConfigError, match=r"^algorithm\.reinforce_ada\.memory\.seed: .*" + message):
+        _before_ray(monkeypatch)(cfg)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "no memory"])
+@pytest.mark.parametrize("resume_mode", ["auto", "resume_path"])
+def test_v1_est_the_resume_folders_state_is_checked_before_ray_naming_the_file(est_trainer_config, tmp_path,
+                                                                               verl_dispatch, monkeypatch, damage,
+                                                                               resume_mode):
+    """The folder verl will resume from (the newest global_step_N, or trainer.resume_from_path) without Est's file,
+    or with one cut short (a JSONDecodeError inside Ray that named no file) or without its memory."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    cfg = _config(est_trainer_config, tmp_path)
+    _verl_step(_manager(cfg), cfg, 1, _script(), dict.fromkeys(PROMPTS, 0))
+    PPOTrainer._save_checkpoint(_verl_trainer(cfg, step=1))
+    path = tmp_path / "global_step_1" / "reinforce_ada_est.json"
+    text = path.read_text()
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_text(text[: len(text) // 2] if damage == "truncated" else '{"version": 1, "pending": {}}')
+    message = {"missing": "holds no reinforce_ada_est.json.*trainer.resume_mode=disable",
+               "truncated": re.escape(str(path)) + r": Est's state cannot be read \(",
+               "no memory": re.escape(str(path)) + r": Est's state cannot be read \(no 'memory'\)"}[damage]
+    updates = {"trainer.resume_mode": resume_mode}
+    if resume_mode == "resume_path":
+        updates["trainer.resume_from_path"] = str(tmp_path / "global_step_1")
+    with pytest.raises(CheckpointError, match=message):
+        _before_ray(monkeypatch)(_config(cfg, **updates))
+
+
+@pytest.mark.parametrize("updates, message", [
+    ({"trainer.resume_mode": "bogus"}, r"^trainer.resume_mode='bogus': verl knows auto, disable, resume_path"),
+    ({"trainer.resume_mode": "resume_path"}, r"^trainer.resume_mode=resume_path needs trainer.resume_from_path"),
+    ({"trainer.resume_mode": "resume_path", "trainer.resume_from_path": "/nowhere/global_step_3"},
+     r"verl resumes from /nowhere/global_step_3, which does not exist"),
+])
+def test_v1_est_a_bad_resume_mode_is_refused_before_ray(est_trainer_config, tmp_path, monkeypatch, updates, message):
+    with pytest.raises((ConfigError, CheckpointError), match=message):
+        _before_ray(monkeypatch)(_config(est_trainer_config, tmp_path, **updates))
 
 
 def test_v1_est_memory_is_seeded_from_a_select_prompts_file(est_trainer_config, tmp_path, verl_dispatch):
