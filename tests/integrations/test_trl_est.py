@@ -220,6 +220,9 @@ def resume_from(checkpoint, tmp_path, **overrides):
         train_dataset=dataset(), processing_class=build_char_tokenizer()).train(resume_from_checkpoint=str(copy))
 
 
+@pytest.mark.fault("TRL: resume_from_checkpoint from a checkpoint without ada_sampler_state_0.json",
+                   "CheckpointError naming the file and the way out (resume_without_sampler_state=True); it warned "
+                   "and trained on from an empty memory")
 def test_a_resume_from_a_checkpoint_without_the_memory_stops_naming_the_way_out(saved_checkpoint, tmp_path):
     """It warned and trained on from an empty memory (step 4's counts [8, 8], not [9, 7]); verl stops here too."""
     copy, resume = resume_from(saved_checkpoint, tmp_path)
@@ -242,6 +245,9 @@ def test_resume_without_sampler_state_is_the_explicit_opt_in(saved_checkpoint, t
     assert trainer.ada_est.memory.step == 1  # the memory started afresh at the resume: one step since
 
 
+@pytest.mark.fault("TRL: ada_sampler_state_0.json cut short, {\"est\": {}}, a list, the other mode's state",
+                   "CheckpointError naming the file and what is wrong (a JSONDecodeError and a KeyError named no "
+                   "file)")
 @pytest.mark.parametrize("content, message", [
     (None, r"cannot be read \(.*\): the checkpoint is damaged"),  # the saved file cut in half
     ('{"est": {}}', r"Est's pass-rate memory cannot be read from it \(no 'memory'\)"),

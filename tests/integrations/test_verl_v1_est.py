@@ -586,6 +586,10 @@ def _before_ray(monkeypatch):
     return main_ppo.run
 
 
+@pytest.mark.fault("verl Est: +algorithm.reinforce_ada.memory.seed= a missing file, a line that is not JSON, "
+                   "num_samples -2",
+                   "ConfigError naming the key, file:line and the field, before Ray starts (the DataError came "
+                   "inside Ray, after the workers started)")
 @pytest.mark.parametrize("content, message", [
     (None, r"pass-rate file .*missing.jsonl does not exist"),
     ('{"key": "k", "pass_rate": 0.5, "num_samples": 8}\nnot json\n', r"seed.jsonl:2: not a JSON object"),
@@ -602,6 +606,10 @@ def test_v1_est_a_bad_memory_seed_file_is_refused_before_ray(est_trainer_config,
         _before_ray(monkeypatch)(cfg)
 
 
+@pytest.mark.fault("verl Est: trainer.resume_mode=auto or resume_path, the global_step_N folder without "
+                   "reinforce_ada_est.json, or with one cut short or without its memory",
+                   "CheckpointError naming the file and trainer.resume_mode=disable, before Ray starts (inside "
+                   "Ray, after verl loaded the actor; a truncated file was a JSONDecodeError naming none)")
 @pytest.mark.parametrize("damage", ["missing", "truncated", "no memory"])
 @pytest.mark.parametrize("resume_mode", ["auto", "resume_path"])
 def test_v1_est_the_resume_folders_state_is_checked_before_ray_naming_the_file(est_trainer_config, tmp_path,
@@ -630,6 +638,9 @@ def test_v1_est_the_resume_folders_state_is_checked_before_ray_naming_the_file(e
         _before_ray(monkeypatch)(_config(cfg, **updates))
 
 
+@pytest.mark.fault("verl: trainer.resume_mode=bogus, resume_path without a global_step_N resume_from_path, or one "
+                   "that does not exist",
+                   "ConfigError / CheckpointError naming the key, before Ray starts (it reached Ray)")
 @pytest.mark.parametrize("updates, message", [
     ({"trainer.resume_mode": "bogus"}, r"^trainer.resume_mode='bogus': verl knows auto, disable, resume_path"),
     ({"trainer.resume_mode": "resume_path"}, r"^trainer.resume_mode=resume_path needs trainer.resume_from_path"),

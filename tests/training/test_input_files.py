@@ -24,8 +24,8 @@ def no_model(monkeypatch, tmp_path):
 GOOD = {"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}
 
 
-@pytest.mark.fault("a pass-rate seed file (--sampler.memory.seed) with a bad row: num_samples -2 or Infinity, "
-                   "pass_rate 1.5 or NaN, a missing field, a line that is not JSON, a key given twice",
+@pytest.mark.fault("a pass-rate seed file (--sampler.memory.seed) with a bad row: num_samples -2, Infinity or \"many\", "
+                   "pass_rate 1.5, NaN or \"high\", a missing field, a line that is not JSON, a key given twice",
                    "exit 2 naming file:line and the field, before the model loads and before any run folder exists "
                    "(it was a ZeroDivisionError / ValueError traceback at step 1, leaving a run folder with no "
                    "stopped event)")
