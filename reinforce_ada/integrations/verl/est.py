@@ -45,7 +45,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.allocation import allocation_summary
 from reinforce_ada.errors import CheckpointError
-from reinforce_ada.integrations.verl.est_config import EST_ESTIMATOR_NAME
+from reinforce_ada.integrations.verl.keys import EST_ESTIMATOR_NAME
 from reinforce_ada.sampling.estimate import est_advantages, est_allocation, est_memory, remember_visits
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.types import Prompt

@@ -31,7 +31,8 @@ from typing import Any
 
 from reinforce_ada.config import ConfigError, SamplerConfig
 from reinforce_ada.errors import DataError
-from reinforce_ada.integrations.verl.keys import ESTIMATOR_NAME, get_key as _get, to_plain as _to_plain
+from reinforce_ada.integrations.verl.keys import (EST_ESTIMATOR_NAME, ESTIMATOR_NAME, get_key as _get,
+                                                  to_plain as _to_plain)
 
 __all__ = ["EST_AGENT_LOOP_MANAGER_FQN", "EST_CHECKPOINT_CALLBACK_FQN", "EST_ESTIMATOR_NAME", "EST_KEYS",
            "RESUME_MODES", "check_est_config", "check_resume_mode", "est_sampler_config", "est_selected",
@@ -39,9 +40,6 @@ __all__ = ["EST_AGENT_LOOP_MANAGER_FQN", "EST_CHECKPOINT_CALLBACK_FQN", "EST_EST
 
 RESUME_MODES = ("auto", "disable", "resume_path")
 """verl's ``trainer.resume_mode`` values (``PPOTrainer._load_checkpoint``)."""
-
-EST_ESTIMATOR_NAME = "reinforce_ada_est"
-"""The name Est's advantage estimator is registered under (``algorithm.adv_estimator``)."""
 
 EST_AGENT_LOOP_MANAGER_FQN = "reinforce_ada.integrations.verl.agent_loop_v1.ReinforceAdaEstAgentLoopManager"
 """What ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` must name: it sets each prompt's
