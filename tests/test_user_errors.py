@@ -105,6 +105,9 @@ def test_nested_sampler_settings_from_yaml_and_the_command_line(tmp_path, capsys
 @pytest.mark.parametrize("argv, message", [
     (["--group-size", "2", "--sampler.group-size", "4"],
      "`group_size` and `sampler.group_size` are the same setting (sampler.group_size); give one"),
+    (["--lr", "1e-3", "--learning-rate", "2e-3"], "`lr` and `learning_rate` are the same setting (learning_rate); "
+                                                  "give one"),  # it trained at 0.002 without a word
+    (["--learning-rate", "2e-3", "--lr", "1e-3"], "`learning_rate` and `lr` are the same setting (learning_rate)"),
     (["--sampler.exit-rule", "positive"],
      "sampler.exit_rule='positive' contradicts strategy='ada-balanced', which sets sampler.exit_rule='balanced'"),
     (["--strategy", "grpo", "--samples-per-round", "8"],
@@ -113,6 +116,22 @@ def test_nested_sampler_settings_from_yaml_and_the_command_line(tmp_path, capsys
 def test_two_spellings_and_strategy_contradictions_are_named(capsys, no_trainer, argv, message):
     code, err = run(capsys, "train", *argv)
     assert code == 2 and message in one_error_line(err)
+
+
+@pytest.mark.fault("the learning rate as lr: YAML `lr: 0.001`, and `train --lr 1e-3 --learning-rate 2e-3`",
+                   "lr is learning_rate in YAML too; given beside learning_rate, exit 2 naming both (YAML said "
+                   "'did you mean lora?'; the command line trained at 0.002 without a word)")
+def test_yaml_lr_is_the_learning_rate_as_on_the_command_line(tmp_path):
+    """YAML `lr: 0.001` answered "did you mean lora?"; `lr` is the learning rate's common spelling everywhere, and
+    beside `learning_rate` it is refused as two spellings of one setting."""
+    from reinforce_ada.config import load_config
+
+    (tmp_path / "lr.yaml").write_text("lr: 0.001\n")
+    assert load_config(TrainConfig, str(tmp_path / "lr.yaml")).learning_rate == 0.001
+    assert load_config(TrainConfig, str(tmp_path / "lr.yaml"), {"learning_rate": 0.01}).learning_rate == 0.01
+    (tmp_path / "both.yaml").write_text("lr: 0.001\nlearning_rate: 0.002\n")
+    with pytest.raises(ConfigError, match=r"both.yaml: `lr` and `learning_rate` are the same setting"):
+        load_config(TrainConfig, str(tmp_path / "both.yaml"))
 
 
 def test_unknown_sampler_fields_name_the_closest_known_one():

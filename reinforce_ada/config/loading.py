@@ -131,11 +131,28 @@ def flat_aliases(cls: type) -> dict[str, str]:
     return aliases
 
 
+COMMON_SPELLINGS = {"learning_rate": ("lr",)}
+"""Short names other trainers use for a setting, accepted wherever the setting's own name is (``--lr 1e-3``, YAML
+``lr: 1e-3``); like a flat alias, one given beside the setting's own name is refused."""
+
+
+def common_aliases(cls: type) -> dict[str, str]:
+    """:data:`COMMON_SPELLINGS` of the settings ``cls``'s tree has, as ``{alias: dotted name}``.
+
+    >>> from reinforce_ada.config import TrainConfig
+    >>> common_aliases(TrainConfig)
+    {'lr': 'learning_rate'}
+    """
+    leaves = _leaves(cls)
+    return {alias: dotted for dotted, names in COMMON_SPELLINGS.items() if dotted in leaves for alias in names}
+
+
 def _nest(cls: type, flat: dict[str, Any], source: str | None) -> dict[str, Any]:
-    """Dotted names (``sampler.streaming.target``) and flat aliases (``group_size``) put in their sections; a setting
-    given under two spellings or an unknown name (with the closest known one) is a ConfigError naming them."""
+    """Dotted names (``sampler.streaming.target``), flat aliases (``group_size``) and common spellings (``lr``) put in
+    their sections; a setting given under two spellings or an unknown name (with the closest known one) is a
+    ConfigError naming them."""
     where = f"{source}: " if source else ""
-    aliases, leaves = flat_aliases(cls), _leaves(cls)
+    aliases, leaves = {**flat_aliases(cls), **common_aliases(cls)}, _leaves(cls)
     known = sorted(set(leaves) | set(aliases))
     spelled: dict[str, str] = {}
     unknown = []
@@ -300,25 +317,22 @@ def add_config_arguments(parser: Any, cls: type, choices: dict[str, str] | None 
                 action = group.add_argument(option, type=setting.kind, metavar=_METAVARS[setting.kind], **kwargs)
             if i:
                 action.alias_of = setting.options[0]  # not in the help, but a spelling the command line suggests
-        for option in _typed_spellings(setting):  # what users of other trainers type: the same option, unlisted
-            kwargs = dict(dest=setting.dests[0], default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        for option, dest in _typed_spellings(setting):  # what users of other trainers type: unlisted
+            kwargs = dict(dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
             if setting.kind is bool:  # (never suggested for a typo: the suggestion is the option's own spelling)
                 group.add_argument(option, type=_parse_bool, nargs="?", const=True, metavar="BOOL", **kwargs)
             else:
                 group.add_argument(option, type=setting.kind, metavar=_METAVARS[setting.kind], **kwargs)
 
 
-COMMON_SPELLINGS = {"learning_rate": ("--lr",)}
-"""Short spellings other trainers use for a setting, accepted as the setting's own option (``--lr 1e-3`` is
-``--learning-rate 1e-3``)."""
-
-
-def _typed_spellings(setting: ConfigOption) -> list[str]:
-    """The command-line spellings of ``setting`` besides its own: each option with underscores
-    (``--learning_rate``, HF's and TRL's spelling) and :data:`COMMON_SPELLINGS`; hidden from the help."""
-    extra = [option.replace("-", "_").replace("__", "--", 1) for option in setting.options]
-    extra += COMMON_SPELLINGS.get(setting.dotted, ())
-    return [option for option in dict.fromkeys(extra) if option not in setting.options]
+def _typed_spellings(setting: ConfigOption) -> list[tuple[str, str]]:
+    """The command-line spellings of ``setting`` besides its own, each with its dest; hidden from the help: each
+    option with underscores (``--learning_rate``, HF's and TRL's spelling: the same name, so the option's own dest)
+    and :data:`COMMON_SPELLINGS` (``--lr``: a name of its own, so that giving it beside ``--learning-rate`` is
+    refused as two spellings of one setting, not settled by their order)."""
+    extra = {option.replace("-", "_").replace("__", "--", 1): setting.dests[0] for option in setting.options}
+    extra.update({f"--{alias.replace('_', '-')}": alias for alias in COMMON_SPELLINGS.get(setting.dotted, ())})
+    return [(option, dest) for option, dest in extra.items() if option not in setting.options]
 
 
 _METAVARS = {int: "N", float: "X", str: "TEXT"}

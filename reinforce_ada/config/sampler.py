@@ -88,9 +88,11 @@ class SamplerConfig:
     """Baseline: ``"pool"`` or ``"group"``. Pool: Reinforce-Ada's mean over every completion drawn for the prompt;
     group: GRPO's mean over the kept group."""
     normalize_std: bool = False
-    """GRPO's std normalisation. Advantages are divided by (std + epsilon) of the same pool or group."""
+    """GRPO's std normalisation. Advantages are divided by (std + epsilon) of the same pool or group; a pool or group
+    whose rewards are all equal has advantage 0."""
     epsilon: float = 1e-6
-    """Added once to the std in the denominator."""
+    """Added once to the std in the denominator. 0 is allowed: a zero-spread group still gets advantage 0 (as GRPO's
+    positive epsilon gives it in TRL and verl), never 0 / 0."""
     importance_weights: bool = False
     """Per-completion weights that undo downsampling's class balance. The group estimate then has the whole pool's
     expectation (see :func:`reinforce_ada.core.advantages.pool_importance_weights`)."""
@@ -160,7 +162,8 @@ class SamplerConfig:
     rate), whose gradient weighs each prompt by ``w(p) = f'(p)``: ``"linear"`` (``f = p``, ``w = 1``: ordinary RL, no
     weight), ``"log"`` (``w = 1/p``: hard prompts weigh more) or ``"power:A"`` (``w = A p^(A-1)``). The weight is paid
     in samples (``mode="est"``'s allocation) and in the gradient (every advantage multiplied by ``w_grad``, evaluated at
-    the pool's mean reward -- its pass rate for 0/1 rewards), split by ``sample_share``. None: ``"log"`` under
+    the pool's pass rate: the share of its samples with ``reward > positive_threshold``, which is its mean reward for
+    0/1 rewards and never the mean of graded scores), split by ``sample_share``. None: ``"log"`` under
     ``mode="est"``, ``"linear"`` otherwise (the paper's Seq as released: no weight). See
     :mod:`reinforce_ada.core.objectives`."""
     sample_share: float | None = None

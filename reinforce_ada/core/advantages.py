@@ -9,7 +9,10 @@ Two baselines are registered:
   are passed in per sample, so they are exact for any real-valued reward (not rebuilt from positive/negative counts).
 
 ``std`` is the sample standard deviation (Bessel-corrected, ddof=1), as in TRL's and verl's GRPO; ``eps`` is added
-once, to the denominator. A prompt whose group (or pool) holds a single completion gets advantage 0.
+once, to the denominator. A prompt whose group (or pool) holds a single completion gets advantage 0, and so does one
+whose rewards are all equal (zero spread), for every ``eps >= 0`` (:func:`normalize_by_std`): GRPO's own code (TRL's
+``/ (std + 1e-4)``, verl's ``compute_grpo_outcome_advantage`` with ``/ (std + 1e-6)``) gives such a group ``0 / eps =
+0``, and here ``eps = 0`` means the same instead of ``0 / 0``.
 
 **Unbiased variant.** Balanced downsampling keeps ``k_c`` of the ``m_c`` pool completions of class ``c`` (positive /
 negative), so the minority class is over-represented relative to the pool. :func:`pool_importance_weights` returns
@@ -54,6 +57,22 @@ def group_statistics(values: np.ndarray, index: np.ndarray) -> tuple[np.ndarray,
     return (means * scale)[inverse], (stds * scale)[inverse], counts[inverse].astype(np.int64)
 
 
+def normalize_by_std(centred: np.ndarray, std: np.ndarray, epsilon: float) -> np.ndarray:
+    """``centred / (std + epsilon)``, and 0 where ``std`` is not positive (a set whose rewards are all equal, or one
+    of a single reward, whose std may be NaN): a zero-spread group carries no signal, whatever ``epsilon >= 0`` is.
+    The one place every home (the standalone samplers, TRL, verl) divides by a std.
+
+    >>> normalize_by_std(np.array([0.0, 0.5, -0.5]), np.array([0.0, 0.5, 0.5]), 0.0).tolist()
+    [0.0, 1.0, -1.0]
+    """
+    centred = np.asarray(centred, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    spread = std > 0  # False for 0 and NaN
+    out = np.zeros(np.broadcast(centred, std).shape)
+    np.divide(centred, std + epsilon, out=out, where=spread)
+    return out
+
+
 def baseline_advantages(
     rewards: np.ndarray,
     mean: np.ndarray,
@@ -63,13 +82,14 @@ def baseline_advantages(
     normalize_std: bool = False,
     epsilon: float = 1e-6,
 ) -> np.ndarray:
-    """``(r - mean) [/ (std + eps)]`` per sample; 0 where the baseline was computed from a single sample."""
+    """``(r - mean) [/ (std + eps)]`` per sample; 0 where the baseline was computed from a single sample, and with
+    ``normalize_std`` where the std is 0 (:func:`normalize_by_std`)."""
     rewards = np.asarray(rewards, dtype=np.float64)
     mean = np.asarray(mean, dtype=np.float64)
     # (r - mean) halved before subtracting and doubled after dividing: finite for any finite reward and mean.
     advantages = rewards / 2 - mean / 2
     if normalize_std:
-        advantages = advantages / (np.asarray(std, dtype=np.float64) + epsilon)
+        advantages = normalize_by_std(advantages, std, epsilon)
     advantages = advantages * 2
     return np.where(np.asarray(count) > 1, advantages, 0.0)
 

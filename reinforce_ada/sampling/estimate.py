@@ -11,14 +11,15 @@ Each step, for the step's prompts ``x``:
    (:func:`~reinforce_ada.core.allocation.allocate_samples`: water-filling, then largest-remainder rounding);
 3. all ``N_x`` samples of every prompt drawn in **one** generation call and scored;
 4. every sample trained on (``selection="all"``: no downsampling), with advantage
-   ``A_i = w_grad(rbar_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
-   ``rbar_x`` is the mean reward of all of the prompt's samples this step
-   (:func:`~reinforce_ada.sampling.pools.build_batch`);
+   ``A_i = w_grad(p_x) (r_i - rbar_x)`` -- ``(r_i - rbar_x) / sqrt(rbar_x + eps)`` in the paper's setting -- where
+   ``rbar_x`` is the mean reward of all of the prompt's samples this step and ``p_x = k_t / n_t`` their pass rate
+   (equal to ``rbar_x`` for 0/1 rewards) (:func:`~reinforce_ada.sampling.pools.build_batch`);
 5. the memory updated with the visit: ``N_tot <- lam N_tot + n_t``, ``N_pos <- lam N_pos + k_t``.
 
 Graded rewards: ``k_t`` counts the samples with ``reward > positive_threshold`` (what ``p_hat`` estimates is the
-chance of a *positive* sample), while ``rbar_x`` is the mean reward itself (clipped to [0, 1] where the gradient weight
-is evaluated). A prompt whose samples all failed to generate keeps its memory as it was; samples the verifier could not
+chance of a *positive* sample); the baseline ``rbar_x`` is the mean reward itself, and the gradient weight is evaluated
+at the pass rate ``k_t / n_t``, never at a mean reward (a mean of graded scores, or of a reward model's, is not a pass
+rate: ``f(p)`` is a function of the pass rate). A prompt whose samples all failed to generate keeps its memory as it was; samples the verifier could not
 score count as 0 (``on_verifier_failure="zero"``) or are left out of the pool and the memory (``"drop"``).
 
 Departures from the reference code (the upstream ``hanze`` branch, a one-round variant): none in the formulas above;
@@ -38,8 +39,8 @@ from reinforce_ada.core.advantages import baseline_advantages, group_statistics
 from reinforce_ada.core.allocation import allocate_samples, allocation_summary
 from reinforce_ada.core.objectives import split_weights
 from reinforce_ada.sampling.memory import PassRateMemory
-from reinforce_ada.sampling.pools import (PoolSampler, remember_pools, score_into_pools, select_and_build,
-                                          weigh_advantages)
+from reinforce_ada.sampling.pools import (PoolSampler, pass_rates, remember_pools, score_into_pools,
+                                          select_and_build, weigh_advantages)
 from reinforce_ada.sampling.protocols import GenerationRequest, Generator, Verifier
 from reinforce_ada.sampling.scoring import check_backends, generate_samples, validate_prompts
 from reinforce_ada.types import Prompt, PromptPool, SampledBatch
@@ -81,9 +82,10 @@ def est_allocation(memory: PassRateMemory, prompts: Sequence[Prompt | str | list
 
 def est_advantages(rewards: np.ndarray, index: np.ndarray, config: SamplerConfig
                    ) -> tuple[np.ndarray, dict[str, float]]:
-    """Step 4 for samples grouped by prompt: ``A_i = w_grad(rbar_x) (r_i - rbar_x)``, where ``rbar_x`` is the mean
+    """Step 4 for samples grouped by prompt: ``A_i = w_grad(p_x) (r_i - rbar_x)``, where ``rbar_x`` is the mean
     reward of every sample of ``i``'s prompt (``index[i]``: any hashable prompt id; groups of any size, never a
-    reshape), and the gradient-weight metrics (:func:`~reinforce_ada.sampling.pools.weigh_advantages`).
+    reshape) and ``p_x`` the share of them with ``reward > positive_threshold``, and the gradient-weight metrics
+    (:func:`~reinforce_ada.sampling.pools.weigh_advantages`).
 
     The same numbers as :class:`EstSampler`'s batch for the same rewards (``advantage="pool"``, every sample kept: the
     pool is the group), up to the last bit of the mean (summed here at once, there one sample at a time); with
@@ -95,10 +97,11 @@ def est_advantages(rewards: np.ndarray, index: np.ndarray, config: SamplerConfig
     >>> np.round(a, 3).tolist()     # prompt 0: (r - 1/4) / sqrt(1/4 + 1e-6); prompt 1 has no signal
     [1.5, -0.5, -0.5, -0.5, 0.0, 0.0]
     """
+    rewards = np.asarray(rewards, dtype=np.float64)
     mean, std, count = group_statistics(rewards, index)  # (S,) each: the prompt's, per sample
     centred = baseline_advantages(rewards, mean, std, count, normalize_std=config.normalize_std,
                                   epsilon=config.epsilon)
-    return weigh_advantages(centred, mean, config)
+    return weigh_advantages(centred, pass_rates(rewards > config.positive_threshold, index), config)
 
 
 def remember_visits(memory: PassRateMemory, keys: Sequence[Prompt | str | list], num_positive: Sequence[float],

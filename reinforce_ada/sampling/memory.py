@@ -168,12 +168,12 @@ def read_pass_rates(path: str | Path) -> dict[str, tuple[float, float]]:
         if not isinstance(row, dict) or not {"key", "pass_rate", "num_samples"} <= set(row):
             raise DataError(f"{where}: expected an object with key, pass_rate, num_samples (got {line.strip()[:80]})")
         key, rate, count = row["key"], row["pass_rate"], row["num_samples"]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (rate, count))
+        is_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
         if not isinstance(key, str) or not key:
             raise DataError(f"{where}: key must be a non-empty string (got {key!r})")
-        if not numbers or not 0.0 <= rate <= 1.0:
+        if not is_number(rate) or not 0.0 <= rate <= 1.0:
             raise DataError(f"{where}: pass_rate must be a number in [0, 1] (got {rate!r})")
-        if not (count > 0 and math.isfinite(count)):
+        if not is_number(count) or not (count > 0 and math.isfinite(count)):
             raise DataError(f"{where}: num_samples must be a positive finite number (got {count!r})")
         if key in rates:
             raise DataError(f"{where}: key {key} is given twice")

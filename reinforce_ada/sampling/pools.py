@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.core.advantages import compute_advantages, pool_importance_weights
+from reinforce_ada.core.advantages import compute_advantages, group_statistics, pool_importance_weights
 from reinforce_ada.core.objectives import grad_weights
 from reinforce_ada.core.selection import get_selection_rule
 from reinforce_ada.sampling.memory import PassRateMemory
@@ -33,7 +33,8 @@ from reinforce_ada.sampling.scoring import score_outputs
 from reinforce_ada.types import Completion, Group, Prompt, PromptId, PromptPool, RoundStats, SampledBatch
 
 __all__ = ["PASS_RATE_BINS", "GroupSelector", "PoolSampler", "add_scored", "build_batch", "check_exit",
-           "finish_budget_step", "remember_pools", "score_into_pools", "select_and_build", "weigh_advantages"]
+           "finish_budget_step", "pass_rates", "remember_pools", "score_into_pools", "select_and_build",
+           "weigh_advantages"]
 
 
 def add_scored(pool: PromptPool, completion: Completion, reward: float | None, on_failure: str) -> float | None:
@@ -230,7 +231,7 @@ def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: 
                                     normalize_std=cfg.normalize_std, epsilon=cfg.epsilon)
     grad_metrics: dict[str, float] = {}
     if cfg.weights_gradient:  # a non-linear objective's weight, paid in the gradient (v3 Sec. 3.2)
-        advantages, grad_metrics = weigh_advantages(advantages, per_sample("pool_mean"), cfg)
+        advantages, grad_metrics = weigh_advantages(advantages, per_sample("pool_num_positive") / pool_count, cfg)
     weights = None
     if cfg.importance_weights:
         is_positive = rewards > cfg.positive_threshold
@@ -269,14 +270,31 @@ def build_batch(groups: list[Group], pools: dict[PromptId, PromptPool], rounds: 
                         generation_error=generation_error, metrics=metrics)
 
 
-def weigh_advantages(advantages: np.ndarray, pool_mean: np.ndarray, cfg: SamplerConfig
+def pass_rates(is_positive: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``(S,)`` the pass rate of each sample's prompt: the share of the prompt's samples (``index``: any hashable
+    prompt id per sample) that count as successes (``is_positive``), as the pass-rate memory counts them.
+
+    >>> pass_rates(np.array([True, False, False, False, True]), np.array([0, 0, 0, 0, 1])).tolist()
+    [0.25, 0.25, 0.25, 0.25, 1.0]
+    """
+    return group_statistics(np.asarray(is_positive, dtype=np.float64), index)[0]
+
+
+def weigh_advantages(advantages: np.ndarray, pass_rate: np.ndarray, cfg: SamplerConfig
                      ) -> tuple[np.ndarray, dict[str, float]]:
     """Each sample's advantage times its prompt's gradient weight ``w_grad`` (arXiv 2510.04996v3: Alg. 1's
-    ``(r - rbar) / sqrt(rbar + eps)`` for Est; Sec. 3.2's explicit ``1 / p_hat`` for Seq), evaluated at the pool's
-    mean reward clipped to [0, 1] (the pool's pass rate for 0/1 rewards; for graded rewards, the mean reward ``rbar``),
-    capped at ``max_grad_weight``; and its metrics over the samples that carry signal (non-zero advantage):
-    ``grad_weight_mean``, ``grad_weight_max`` and ``grad_weight_capped_fraction``."""
-    p = np.clip(pool_mean, 0.0, 1.0)  # (S,)
+    ``(r - rbar) / sqrt(rbar + eps)`` for Est; Sec. 3.2's explicit ``1 / p_hat`` for Seq), capped at
+    ``max_grad_weight``; and its metrics over the samples that carry signal (non-zero advantage):
+    ``grad_weight_mean``, ``grad_weight_max`` and ``grad_weight_capped_fraction``.
+
+    ``pass_rate`` ``(S,)`` is the pool's pass rate, the share of its samples that count as successes (``reward >
+    positive_threshold``; in TRL, the correctness functions' sum): the ``p`` the objective ``f(p)`` is a function of,
+    and what the memory's ``p_hat`` estimates. For 0/1 rewards it is the mean reward ``rbar`` of Alg. 1; for graded
+    rewards, or a reward model's scores outside [0, 1], a mean reward is not a pass rate and is not used here.
+    """
+    p = np.asarray(pass_rate, dtype=np.float64)  # (S,)
+    if not ((p >= 0) & (p <= 1)).all():
+        raise ValueError("weigh_advantages takes pass rates, in [0, 1]")
     uncapped = grad_weights(cfg.objective_in_use, p, sample_share=cfg.sample_share_in_use, eps=cfg.objective_eps,
                             max_grad_weight=None)
     w_grad = uncapped if cfg.max_grad_weight is None else np.minimum(uncapped, cfg.max_grad_weight)

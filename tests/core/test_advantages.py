@@ -54,6 +54,22 @@ def test_zero_variance_group_with_std_normalisation_is_zero():
     assert got.tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("value", [0.0, 1.0, 0.1, -3.7, 1e300])
+def test_a_zero_spread_group_is_zero_with_epsilon_0_and_the_others_are_z_scores(value):
+    """epsilon=0 is accepted, so a group whose rewards are all equal must not be 0 / 0: its advantage is 0 (what GRPO's
+    positive epsilon gives it in TRL and verl), in both baselines; a group with spread gets its exact z-score."""
+    rewards = np.array([value] * 3 + [0.0, 1.0, 0.0])
+    index = np.array([0, 0, 0, 1, 1, 1])
+    std_1 = math.sqrt((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / 2)
+    expected = [0.0] * 3 + [(-1 / 3) / std_1, (2 / 3) / std_1, (-1 / 3) / std_1]
+    got = group_advantages(rewards, index, normalize_std=True, epsilon=0.0)
+    assert np.isfinite(got).all() and got.tolist() == pytest.approx(expected, abs=0, rel=1e-12)
+    mean, std, count = group_statistics(rewards, index)
+    got = pool_advantages(rewards, index, pool_mean=mean, pool_std=std, pool_count=count, normalize_std=True,
+                          epsilon=0.0)
+    assert np.isfinite(got).all() and got.tolist() == pytest.approx(expected, abs=0, rel=1e-12)
+
+
 # -- pool baseline ---------------------------------------------------------------------------------------------------
 def test_pool_advantages_use_per_sample_pool_statistics():
     # Prompt 0: pool of 16 with mean 2/16; prompt 1: pool of 8, non-binary rewards, mean 0.3; prompt 2: a pool of one.

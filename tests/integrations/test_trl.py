@@ -127,8 +127,9 @@ def test_trained_advantages_are_reward_minus_pool_mean(run):
 
 
 def test_seq_explicit_weight_multiplies_the_pool_advantage(tmp_path):
-    """objective='log' on the round-based sampler (v3 Sec. 3.2): TRL's pool advantage times min(1 / (rbar + eps), 8),
-    rbar the pool's mean reward."""
+    """objective='log' on the round-based sampler (v3 Sec. 3.2): TRL's pool advantage times min(1 / (p + eps), 8),
+    p the pool's pass rate (the share of its rewards above positive_threshold 0.5; the rewards are 0, 0.5 or 1, so it
+    is not the mean reward)."""
     dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
     args = base_args(tmp_path, max_steps=1, per_device_train_batch_size=8, scale_rewards="none", objective="log")
     trainer = RecordingTrainer(model=build_tiny_model(), reward_funcs=scripted_reward, args=args,
@@ -137,12 +138,13 @@ def test_seq_explicit_weight_multiplies_the_pool_advantage(tmp_path):
     batch, expected = trainer.batches[0], []
     for group in batch.groups:
         pool = scripted_reward(None, [c.text for c in batch.pools[group.prompt_id].completions])
-        rbar = sum(pool) / len(pool)
-        expected += [(r - rbar) * min(1 / (rbar + 1e-6), 8.0) for r in scripted_reward(None, [c.text for c in
-                                                                                          group.completions])]
+        rbar, pass_rate = sum(pool) / len(pool), sum(r > 0.5 for r in pool) / len(pool)
+        expected += [(r - rbar) * min(1 / (pass_rate + 1e-6), 8.0) for r in scripted_reward(None, [c.text for c in
+                                                                                               group.completions])]
     assert trainer.trained_advantages[0] == pytest.approx(expected, abs=1e-5)
-    # not vacuous: some group with signal has a pool mean below 1, so its weight is above 1
-    assert any(0 < g.pool_mean < 1 and len(set(g.rewards)) > 1 for g in batch.groups)
+    # not vacuous: some group with signal has a pool pass rate in (0, 1) different from its mean reward
+    assert any(0 < g.pool_num_positive < g.pool_count and g.pool_num_positive / g.pool_count != g.pool_mean
+               and len(set(g.rewards)) > 1 for g in batch.groups)
 
 
 def test_evaluation_is_trl_plain_generation(run):
@@ -208,7 +210,8 @@ def test_checkpoints_carry_the_sampler_rng(tmp_path):
 
 # -- configuration errors, before any model work -----------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
-    (dict(num_generations=8, samples_per_round=2, max_rounds=2), "group_size=8 exceeds"),
+    (dict(num_generations=8, samples_per_round=2, max_rounds=2), r"^num_generations=8 exceeds samples_per_round \*"),
+    (dict(advantage_epsilon=-1.0), r"^advantage_epsilon must be a finite number >= 0"),
     (dict(exit_rule="sometimes"), "exit_rule='sometimes'"),
     (dict(multi_objective_aggregation="sum_of_both"), "multi_objective_aggregation='sum_of_both'"),
     (dict(scale_rewards="sometimes"), "scale_rewards='sometimes'"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +23,7 @@ import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from reinforce_ada.config import ConfigError  # noqa: E402
+from reinforce_ada.errors import CheckpointError  # noqa: E402
 from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer  # noqa: E402
 from reinforce_ada.integrations.trl.est import dataset_prompt  # noqa: E402
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model  # noqa: E402
@@ -207,6 +209,70 @@ def test_resume_is_bit_identical(tmp_path, shuffle, checkpoint_step):
         assert torch.equal(value, final[name]), name
 
 
+@pytest.fixture(scope="module")
+def saved_checkpoint(tmp_path_factory):
+    """A 2-step Est run's checkpoint-2 (its memory in ada_sampler_state_0.json)."""
+    folder = tmp_path_factory.mktemp("trl_est_saved")
+    AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                   args=est_args(folder, max_steps=2, save_strategy="steps", save_steps=2),
+                   train_dataset=dataset(), processing_class=build_char_tokenizer()).train()
+    return folder / "run" / "checkpoint-2"
+
+
+def resume_from(checkpoint, tmp_path, **overrides):
+    import shutil
+
+    copy = tmp_path / "checkpoint-2"
+    shutil.copytree(checkpoint, copy)
+    return copy, lambda: AdaGRPOTrainer(
+        model=build_tiny_model(), reward_funcs=est_reward, args=est_args(tmp_path, max_steps=3, **overrides),
+        train_dataset=dataset(), processing_class=build_char_tokenizer()).train(resume_from_checkpoint=str(copy))
+
+
+@pytest.mark.fault("TRL: resume_from_checkpoint from a checkpoint without ada_sampler_state_0.json",
+                   "CheckpointError naming the file and the way out (resume_without_sampler_state=True); it warned "
+                   "and trained on from an empty memory")
+def test_a_resume_from_a_checkpoint_without_the_memory_stops_naming_the_way_out(saved_checkpoint, tmp_path):
+    """It warned and trained on from an empty memory (step 4's counts [8, 8], not [9, 7]); verl stops here too."""
+    copy, resume = resume_from(saved_checkpoint, tmp_path)
+    (copy / "ada_sampler_state_0.json").unlink()
+    with pytest.raises(CheckpointError, match=r"ada_sampler_state_0.json does not exist: .* set "
+                                              r"resume_without_sampler_state=True to start Est's pass-rate memory "
+                                              r"afresh"):
+        resume()
+
+
+def test_resume_without_sampler_state_is_the_explicit_opt_in(saved_checkpoint, tmp_path, caplog):
+    copy, _ = resume_from(saved_checkpoint, tmp_path)
+    (copy / "ada_sampler_state_0.json").unlink()
+    trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward,
+                             args=est_args(tmp_path, max_steps=3, resume_without_sampler_state=True),
+                             train_dataset=dataset(), processing_class=build_char_tokenizer())
+    with caplog.at_level("WARNING"):
+        trainer.train(resume_from_checkpoint=str(copy))
+    assert trainer.state.global_step == 3 and "resume_without_sampler_state=True" in caplog.text
+    assert trainer.ada_est.memory.step == 1  # the memory started afresh at the resume: one step since
+
+
+@pytest.mark.fault("TRL: ada_sampler_state_0.json cut short, {\"est\": {}}, a list, the other mode's state",
+                   "CheckpointError naming the file and what is wrong (a JSONDecodeError and a KeyError named no "
+                   "file)")
+@pytest.mark.parametrize("content, message", [
+    (None, r"cannot be read \(.*\): the checkpoint is damaged"),  # the saved file cut in half
+    ('{"est": {}}', r"Est's pass-rate memory cannot be read from it \(no 'memory'\)"),
+    ('[1, 2]', "holds list, not a sampler state"),
+    ('{"sampler": {}}', "holds the round-based sampler's state"),
+])
+def test_a_damaged_sampler_state_is_named_by_its_file(saved_checkpoint, tmp_path, content, message):
+    """A truncated file raised a JSONDecodeError that named no file, and {"est": {}} a KeyError 'memory'."""
+    copy, resume = resume_from(saved_checkpoint, tmp_path)
+    path = copy / "ada_sampler_state_0.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2] if content is None else content)
+    with pytest.raises(CheckpointError, match=re.escape(str(path)) + ".*" + message):
+        resume()
+
+
 def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
     seeds = tmp_path / "rates.jsonl"
     seeds.write_text("".join(json.dumps({"key": prompt_key(dataset_prompt({"prompt": p, "answer": a})),
@@ -230,15 +296,55 @@ def test_the_memory_is_seeded_from_a_pass_rate_file(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"num_generations": 4}, "est_samples_per_prompt=8 must equal num_generations=4"),
+    ({"num_generations": 4, "est_samples_per_prompt": 8}, "est_samples_per_prompt=8 must equal num_generations=4"),
     ({"est_budget": 64}, "leave est_budget None"),
     ({"max_rounds": 2}, "max_rounds: settings of mode='rounds'"),
-    ({"est_decay": 0.0}, "est.decay must be in"),
+    ({"est_decay": 0.0}, "^est_decay must be in"),
+    ({"est_min_samples": 0}, "^est_min_samples must be a positive integer"),
+    ({"est_min_samples": 10}, "^est_min_samples=10 is above num_generations=8"),
+    ({"est_max_samples": 4}, "^est_max_samples=4 is below num_generations=8"),
+    ({"num_generations": 4, "per_device_train_batch_size": 8, "est_min_samples": 6},
+     "^est_min_samples=6 is above num_generations=4"),
+    ({"advantage_epsilon": -1.0}, "^advantage_epsilon must be"),
     ({"mode": "streaming"}, "'rounds'"),
+    ({"mode": "rounds", "est_decay": 0.5}, "^est_decay: settings of mode='est'"),
+    ({"mode": "rounds", "est_min_samples": 1, "memory_seed": "rates.jsonl"},
+     "^est_min_samples, memory_seed: settings of mode='est'"),
 ])
 def test_bad_est_config_is_refused_by_name(tmp_path, overrides, message):
+    """Refused when the config is built, before any model loads (est_min_samples / est_max_samples that
+    num_generations cannot meet were found at the first allocation), naming the fields as AdaGRPOConfig spells them."""
     with pytest.raises(ConfigError, match=message):
         est_args(tmp_path, **overrides)
+
+
+def test_est_samples_per_prompt_follows_num_generations(tmp_path):
+    args = est_args(tmp_path, num_generations=4, per_device_train_batch_size=8)
+    assert args.est_samples_per_prompt is None and args.sampler_config().est.samples_per_prompt == 4
+    assert est_args(tmp_path, num_generations=4, per_device_train_batch_size=8,
+                    est_samples_per_prompt=4).sampler_config().est.samples_per_prompt == 4
+
+
+def test_what_counts_as_changed_is_the_librarys_default_not_a_subclasss(tmp_path):
+    """A subclass that redeclares a round-based field's default has changed it: mode='est' refuses it, as it refuses
+    the same value given by hand (and a subclass that redeclares an Est field, under mode='rounds')."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class TwoRounds(AdaGRPOConfig):
+        max_rounds: int = 2
+
+    @dataclass
+    class SlowDecay(AdaGRPOConfig):
+        est_decay: float = 0.5
+
+    common = dict(output_dir=str(tmp_path), use_cpu=True, report_to=[], bf16=False, num_generations=8,
+                  per_device_train_batch_size=8)
+    with pytest.raises(ConfigError, match="^max_rounds: settings of mode='rounds'"):
+        TwoRounds(mode="est", **common)
+    with pytest.raises(ConfigError, match="^est_decay: settings of mode='est'"):
+        SlowDecay(mode="rounds", **common)
+    assert SlowDecay(mode="est", **common).sampler_config().est.decay == 0.5
 
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
@@ -346,3 +452,73 @@ def test_buffered_generations_keep_their_allocation(tmp_path, overrides, steps_p
                 assert sorted(t.tolist()) == pytest.approx(sorted(step["advantages"]), abs=1e-6)
         else:  # the generation's rows, split over the optimizer steps
             assert seen == pytest.approx(sorted(step["advantages"]), abs=1e-6)
+
+
+def flat_reward(prompts, completions, **kwargs):
+    """Prompts 1+1 and 2+2 score 0.1 whatever the completion: no spread, and a mean of 0.1s that floating-point sums
+    do not give back exactly; 3+3 and 4+4 as :func:`est_reward`."""
+    return [0.1 if p in ("1+1=", "2+2=") else r for p, r in zip(prompts, est_reward(prompts, completions))]
+
+
+class LossRecordingTrainer(AdaGRPOTrainer):
+    """Records, per training micro-batch, the rows' prompts, advantages and the loss TRL computes from them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list[dict] = []
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if model.training:
+            self.seen.append({"prompts": self.processing_class.batch_decode(inputs["prompt_ids"],
+                                                                            skip_special_tokens=True),
+                              "advantages": inputs["advantages"].detach().cpu().clone(), "loss": float(loss)})
+        return loss
+
+
+@pytest.mark.parametrize("mode", ["est", "rounds"])
+def test_an_all_equal_group_with_group_scaling_and_epsilon_0_reaches_the_loss_as_advantage_0(tmp_path, mode):
+    """scale_rewards="group" divides by the std; advantage_epsilon=0 is the smallest the config accepts. A prompt whose
+    rewards are all equal gets advantage 0 (not 0 / 0, nor a rounding error divided by a rounding error) and every
+    loss is finite; the prompts with spread get their z-scores."""
+    rounds = dict(mode="rounds", num_generations=4, per_device_train_batch_size=8) if mode == "rounds" else {}
+    args = est_args(tmp_path, scale_rewards="group", advantage_epsilon=0.0, max_steps=4, **rounds)
+    trainer = LossRecordingTrainer(model=build_tiny_model(), reward_funcs=flat_reward, args=args,
+                                   train_dataset=dataset(), processing_class=build_char_tokenizer())
+    trainer.train()
+    assert len(trainer.seen) == 4
+    assert all(torch.isfinite(s["advantages"]).all() and math.isfinite(s["loss"]) for s in trainer.seen)
+    advantages = torch.cat([s["advantages"] for s in trainer.seen])
+    flat = torch.tensor([p in ("1+1=", "2+2=") for s in trainer.seen for p in s["prompts"]])
+    assert flat.sum() == 2 * len(flat) // 4 and (advantages[flat] == 0).all()  # steps 1 and 3: 1+1 and 2+2
+    assert (advantages[~flat] != 0).any()
+
+
+def score_reward(prompts, completions, **kwargs):
+    """A reward-model-like score outside [0, 1]: 3 where :func:`est_reward` says correct, -2 otherwise."""
+    return [5.0 * r - 2.0 for r in est_reward(prompts, completions)]
+
+
+def test_rewards_outside_0_1_are_weighed_at_the_pass_rate_docs_trl_states(tmp_path):
+    """docs/trl.md ("Rewards outside [0, 1]"): the gradient weight is w(p) at the prompt's pass rate p, the share of its
+    rows whose correctness rewards sum above positive_threshold, capped at max_grad_weight; the baseline is the mean
+    reward. A mean reward of such scores (clipped to [0, 1]) would put every prompt below 1/2 correct at the cap, 8.
+    The trainer says once that the scores are not pass rates."""
+    trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=score_reward, args=est_args(tmp_path),
+                                  train_dataset=dataset(), processing_class=build_char_tokenizer())
+    with pytest.warns(UserWarning, match=r"\['score_reward'\] returned values outside \[0, 1\] \(e.g. 3\)") as caught:
+        trainer.train()
+    assert sum("outside [0, 1]" in str(w.message) for w in caught) == 1
+    weights_seen = set()
+    for step in trainer.steps:
+        rewards, counts = np.array(step["rewards"]), step["counts"]
+        for rows in np.split(np.arange(len(rewards)), np.cumsum(counts)[:-1]):
+            r = rewards[rows]
+            pass_rate = float((r > 0.5).mean())
+            weight = min(1 / math.sqrt(pass_rate + EPS), 8.0)
+            assert np.array(step["advantages"])[rows] == pytest.approx((r - r.mean()) * weight, abs=1e-9)
+            if np.ptp(r) > 0:
+                weights_seen.add(round(weight, 6))
+    assert any(w < 8.0 for w in weights_seen), weights_seen  # not vacuous: a prompt with spread, weighed below the cap
+    for inputs, step in zip(trainer.loss_inputs, trainer.steps):  # what TRL's loss sees (its rows shuffled)
+        assert sorted(inputs["advantages"].tolist()) == pytest.approx(sorted(step["advantages"]), abs=1e-5)

@@ -450,6 +450,26 @@ def constant(uid: str, call: int, j: int) -> float:
     return 0.0 if uid == "hard" else 1.0
 
 
+@pytest.mark.parametrize("advantage", ["pool", "group"])
+def test_an_all_equal_group_with_normalize_std_and_epsilon_0_gets_advantage_0_through_verls_compute_advantage(
+        advantage):
+    """epsilon=0, the smallest the plugin accepts, with normalize_std: the prompt whose rewards are all equal ("hard":
+    always 0) gets advantage 0, not 0 / 0 = NaN, in what verl's compute_advantage hands the loss; "easy" keeps its
+    z-scores."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    settings = {"normalize_std": True, "epsilon": 0.0, "advantage": advantage}
+    fake = FakeRolloutWorkerGroup(scripted, world_size=1)
+    wrapper = ReinforceAdaRollout(fake, SamplerConfig(samples_per_round=2, max_rounds=3, group_size=4, **settings))
+    out = wrapper.generate_sequences(make_request(["easy", "hard"], n=4))
+    out.batch["token_level_rewards"] = out.batch["rm_scores"]
+    algorithm = OmegaConf.create({"adv_estimator": "reinforce_ada", "reinforce_ada": settings})
+    got = compute_advantage(out, adv_estimator="reinforce_ada", config=algorithm).batch["advantages"]
+    assert torch.isfinite(got).all()
+    uid = out.non_tensor_batch["uid"]
+    assert (got[uid == "hard"] == 0).all() and (got[uid == "easy"].abs().sum(-1) > 0).all()
+
+
 def test_agent_loop_manager_runs_rounds_through_verls_dispatch_and_passes_validation_through():
     from reinforce_ada.integrations.verl.agent_loop import ReinforceAdaAgentLoopManager
 

@@ -77,6 +77,7 @@ def test_the_plugin_config_passes_verls_own_validation(trainer_config):
     ("algorithm.reinforce_ada.max_rounds", 0, "max_rounds"),
     ("algorithm.reinforce_ada.exit_rule", "sometimes", "exit_rule"),
     ("actor_rollout_ref.rollout.n", 64, "group_size=64 exceeds"),
+    ("trainer.resume_mode", "bogus", "trainer.resume_mode='bogus': verl knows auto, disable, resume_path"),
 ])
 def test_bad_settings_are_rejected_with_the_key_named(trainer_config, key, value, message):
     cfg = OmegaConf.create(OmegaConf.to_container(trainer_config))
@@ -138,6 +139,8 @@ def test_bad_config_fails_before_ray_starts(monkeypatch):
     cfg = compose_trainer_config(RUNNABLE + ["algorithm.adv_estimator=grpo"])
     with pytest.raises(ConfigError, match="adv_estimator"):
         main_ppo.run(cfg)
+    with pytest.raises(ConfigError, match="trainer.resume_mode='bogus'"):
+        main_ppo.run(compose_trainer_config(RUNNABLE + ["trainer.resume_mode=bogus"]))
 
 
 # -- the examples --------------------------------------------------------------------------------------------------

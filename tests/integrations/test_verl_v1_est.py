@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import uuid
 
 import numpy as np
@@ -29,6 +30,7 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from reinforce_ada.config import ConfigError, EstConfig, SamplerConfig  # noqa: E402
+from reinforce_ada.errors import CheckpointError  # noqa: E402
 from reinforce_ada.integrations.verl.config import (  # noqa: E402
     EST_CONFIG_NAME,
     check_verl_config,
@@ -87,7 +89,8 @@ def test_v1_est_yaml_carries_the_standalone_est_names_and_defaults():
     for key, value in block["est"].items():
         assert value == getattr(defaults, key), key
     sampler = SamplerConfig()
-    for key in ("objective", "sample_share", "objective_eps", "max_grad_weight", "positive_threshold"):
+    for key in ("objective", "sample_share", "objective_eps", "max_grad_weight", "positive_threshold", "normalize_std",
+                "epsilon"):
         assert block[key] == getattr(sampler, key), key
 
 
@@ -310,6 +313,46 @@ def test_v1_est_advantage_is_the_weighted_centred_reward_by_uid_and_padding_rows
     assert not manager.est.pending
 
 
+def test_v1_est_an_all_equal_group_with_normalize_std_and_epsilon_0_gets_advantage_0(est_trainer_config, tmp_path,
+                                                                                      verl_dispatch):
+    """normalize_std with epsilon=0, the smallest the config accepts: prompt a's rewards are all 0.3 (zero spread), so
+    its advantage is 0 -- it was NaN, which verl's engine answers by skipping the step -- and b keeps its weighted
+    z-score, in what verl's advantage code hands the loss."""
+    cfg = _config(est_trainer_config, tmp_path, **{"algorithm.reinforce_ada.normalize_std": True,
+                                                   "algorithm.reinforce_ada.epsilon": 0.0})
+    manager = _manager(cfg)
+    batch = _batch(list("ab"), step=1)
+    manager.generate_sequences(batch)
+    uids = list(batch["uid"])
+    counts = [manager.est.pending[u].num_samples for u in uids]
+    rewards = [0.3] * counts[0] + [1.0, 1.0, 0.0, 0.0] + [0.0] * (counts[1] - 4)
+    advantages = _verl_advantages(cfg, *_rows(uids, counts, rewards, num_padding=1))
+    assert torch.isfinite(advantages).all()
+    assert (advantages[:counts[0]] == 0).all()
+    b = np.array(rewards[counts[0]:])
+    expected = (b - b.mean()) / b.std(ddof=1) * min(1 / np.sqrt(b.mean() + 1e-6), 8.0)
+    np.testing.assert_allclose(advantages[counts[0]:-1, -1].numpy(), expected, rtol=1e-6)
+
+
+def test_v1_est_rewards_outside_0_1_are_weighed_at_the_pass_rate(est_trainer_config, tmp_path, verl_dispatch):
+    """A reward function scoring 3 (correct) or -2: the weight is w(share of rows above positive_threshold), as
+    docs/verl.md states, not w of the mean reward (whose clip to [0, 1] put every such prompt at the cap)."""
+    cfg = _config(est_trainer_config, tmp_path)
+    manager = _manager(cfg)
+    batch = _batch(list("ab"), step=1)
+    manager.generate_sequences(batch)
+    uids = list(batch["uid"])
+    counts = [manager.est.pending[u].num_samples for u in uids]
+    assert counts == [8, 8]
+    rewards = [3.0, 3.0] + [-2.0] * 6 + [3.0] * 4 + [-2.0] * 4  # pass rates 1/4 and 1/2; mean rewards -0.75, 0.5
+    advantages = _verl_advantages(cfg, *_rows(uids, counts, rewards))[:, -1].numpy()
+    expected = []
+    for r, pass_rate in ((np.array(rewards[:8]), 0.25), (np.array(rewards[8:]), 0.5)):
+        expected += ((r - r.mean()) * min(1 / np.sqrt(pass_rate + 1e-6), 8.0)).tolist()
+    np.testing.assert_allclose(advantages, expected, rtol=1e-6)
+    assert manager.est.memory.pass_rate(_key("a")) == pytest.approx(3 / 10)  # 2 of 8 on Beta(1, 1)
+
+
 def test_v1_est_through_verls_ppo_trainer_compute_advantage(est_trainer_config, tmp_path, verl_dispatch, monkeypatch):
     """verl's own ``PPOTrainer._compute_advantage``: it reads its fixed fields (uid, response_mask, rm_scores, ...)
     from TransferQueue -- here a TensorDict built by verl's ``list_of_dict_to_tensordict`` as the agent loop stores
@@ -526,10 +569,87 @@ def test_v1_est_resuming_from_a_checkpoint_without_the_memory_is_an_error_and_di
     # a checkpoint verl saved without Est's callback (e.g. a GRPO run)
     PPOTrainer._save_checkpoint(_verl_trainer(_config(cfg, **{"trainer.checkpoint_callback_class": None}), step=2))
     assert os.path.exists(tmp_path / "global_step_2" / "data.pt")
-    with pytest.raises(FileNotFoundError, match="holds no reinforce_ada_est.json"):
+    with pytest.raises(CheckpointError, match="holds no reinforce_ada_est.json"):
         _manager(cfg)
     fresh = _manager(_config(cfg, **{"trainer.resume_mode": "disable"}))
     assert len(fresh.est.memory) == 0
+
+
+# -- every input checked before Ray: the entry point with run_ppo (Ray's start) replaced by a failure ------------------
+def _before_ray(monkeypatch):
+    """``main_ppo.run`` with verl's ``run_ppo`` -- where Ray starts -- a test failure."""
+    import verl.trainer.main_ppo as verl_main_ppo
+
+    from reinforce_ada.integrations.verl import main_ppo
+
+    monkeypatch.setattr(verl_main_ppo, "run_ppo", lambda *a, **k: pytest.fail("Ray was reached"))
+    return main_ppo.run
+
+
+@pytest.mark.fault("verl Est: +algorithm.reinforce_ada.memory.seed= a missing file, a line that is not JSON, "
+                   "num_samples -2",
+                   "ConfigError naming the key, file:line and the field, before Ray starts (the DataError came "
+                   "inside Ray, after the workers started)")
+@pytest.mark.parametrize("content, message", [
+    (None, r"pass-rate file .*missing.jsonl does not exist"),
+    ('{"key": "k", "pass_rate": 0.5, "num_samples": 8}\nnot json\n', r"seed.jsonl:2: not a JSON object"),
+    ('{"key": "k", "pass_rate": 0.5, "num_samples": -2}\n', r"seed.jsonl:1: num_samples must be a positive finite"),
+])
+def test_v1_est_a_bad_memory_seed_file_is_refused_before_ray(est_trainer_config, tmp_path, monkeypatch, content,
+                                                             message):
+    """`+algorithm.reinforce_ada.memory.seed=...`: the DataError came only when the manager was built inside Ray."""
+    seed = tmp_path / ("missing.jsonl" if content is None else "seed.jsonl")
+    if content is not None:
+        seed.write_text(content)
+    cfg = _config(est_trainer_config, tmp_path, **{"algorithm.reinforce_ada.memory": {"seed": str(seed)}})
+    with pytest.raises(ConfigError, match=r"^algorithm\.reinforce_ada\.memory\.seed: .*" + message):
+        _before_ray(monkeypatch)(cfg)
+
+
+@pytest.mark.fault("verl Est: trainer.resume_mode=auto or resume_path, the global_step_N folder without "
+                   "reinforce_ada_est.json, or with one cut short or without its memory",
+                   "CheckpointError naming the file and trainer.resume_mode=disable, before Ray starts (inside "
+                   "Ray, after verl loaded the actor; a truncated file was a JSONDecodeError naming none)")
+@pytest.mark.parametrize("damage", ["missing", "truncated", "no memory"])
+@pytest.mark.parametrize("resume_mode", ["auto", "resume_path"])
+def test_v1_est_the_resume_folders_state_is_checked_before_ray_naming_the_file(est_trainer_config, tmp_path,
+                                                                               verl_dispatch, monkeypatch, damage,
+                                                                               resume_mode):
+    """The folder verl will resume from (the newest global_step_N, or trainer.resume_from_path) without Est's file,
+    or with one cut short (a JSONDecodeError inside Ray that named no file) or without its memory."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    cfg = _config(est_trainer_config, tmp_path)
+    _verl_step(_manager(cfg), cfg, 1, _script(), dict.fromkeys(PROMPTS, 0))
+    PPOTrainer._save_checkpoint(_verl_trainer(cfg, step=1))
+    path = tmp_path / "global_step_1" / "reinforce_ada_est.json"
+    text = path.read_text()
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_text(text[: len(text) // 2] if damage == "truncated" else '{"version": 1, "pending": {}}')
+    message = {"missing": "holds no reinforce_ada_est.json.*trainer.resume_mode=disable",
+               "truncated": re.escape(str(path)) + r": Est's state cannot be read \(",
+               "no memory": re.escape(str(path)) + r": Est's state cannot be read \(no 'memory'\)"}[damage]
+    updates = {"trainer.resume_mode": resume_mode}
+    if resume_mode == "resume_path":
+        updates["trainer.resume_from_path"] = str(tmp_path / "global_step_1")
+    with pytest.raises(CheckpointError, match=message):
+        _before_ray(monkeypatch)(_config(cfg, **updates))
+
+
+@pytest.mark.fault("verl: trainer.resume_mode=bogus, resume_path without a global_step_N resume_from_path, or one "
+                   "that does not exist",
+                   "ConfigError / CheckpointError naming the key, before Ray starts (it reached Ray)")
+@pytest.mark.parametrize("updates, message", [
+    ({"trainer.resume_mode": "bogus"}, r"^trainer.resume_mode='bogus': verl knows auto, disable, resume_path"),
+    ({"trainer.resume_mode": "resume_path"}, r"^trainer.resume_mode=resume_path needs trainer.resume_from_path"),
+    ({"trainer.resume_mode": "resume_path", "trainer.resume_from_path": "/nowhere/global_step_3"},
+     r"verl resumes from /nowhere/global_step_3, which does not exist"),
+])
+def test_v1_est_a_bad_resume_mode_is_refused_before_ray(est_trainer_config, tmp_path, monkeypatch, updates, message):
+    with pytest.raises((ConfigError, CheckpointError), match=message):
+        _before_ray(monkeypatch)(_config(est_trainer_config, tmp_path, **updates))
 
 
 def test_v1_est_memory_is_seeded_from_a_select_prompts_file(est_trainer_config, tmp_path, verl_dispatch):

@@ -425,7 +425,7 @@ def _replay(run, memory_state=None, pending=None, rewards=None):
     counts of the prompts not yet allocated are ``est_allocation`` of ours over exactly those prompts, summing to
     ``8 x`` their number whatever the call's size, and a uid dispatched again keeps its count; verl's worker started
     that many sessions. At each update: every group is one this driver allocated, trained for the first time, with
-    all its sessions in this one mini-batch, and its advantages are ``w_grad(rbar) (r - rbar)`` over all its rows.
+    all its sessions in this one mini-batch, and its advantages are ``w_grad(p) (r - rbar)`` over all its rows.
     At the end the driver's memory equals ours. ``memory_state`` / ``pending``: where a resumed run starts;
     ``rewards``: the rewards of the groups it restored finished (drawn before the checkpoint).
 

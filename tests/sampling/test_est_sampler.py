@@ -69,14 +69,27 @@ def test_the_memory_moves_the_budget_to_prompts_believed_hard():
     assert sum(sampler.memory.evidence(prompt_key(prompts[0]))) == pytest.approx(0.9 * 8 + 11)
 
 
-def test_graded_rewards_count_positives_by_the_threshold_and_weigh_by_the_mean_reward():
+def test_graded_rewards_count_positives_by_the_threshold_and_weigh_by_the_pass_rate():
+    """The baseline is the mean reward; the gradient weight is evaluated at the pass rate (the share of samples above
+    positive_threshold, what the memory counts), not at the mean reward, which graded rewards make something else."""
     script = {"a": [0.9, 0.4, 0.4, 0.3]}  # positives (> 0.5): 1 of 4; mean reward 0.5
     sampler = build_sampler(est_config(samples_per_prompt=4, min_samples=1), ScriptedGenerator(script),
                             ScriptedVerifier())
     batch = sampler.sample(make_prompts("a"))
     assert sampler.memory.evidence(prompt_key(make_prompts("a")[0])) == pytest.approx((1.0, 3.0))
-    rbar = 0.5
-    assert batch.advantages.tolist() == pytest.approx([(r - rbar) / math.sqrt(rbar + EPS) for r in script["a"]])
+    rbar, pass_rate = 0.5, 0.25
+    assert batch.advantages.tolist() == pytest.approx([(r - rbar) / math.sqrt(pass_rate + EPS) for r in script["a"]])
+
+
+def test_rewards_outside_0_1_are_weighed_by_their_pass_rate():
+    """A reward model's scores (here -3 .. 2): the weight is w(share above positive_threshold), never a clipped mean."""
+    script = {"a": [2.0, -3.0, -3.0, -3.0], "b": [-1.0, -2.0, -1.0, -2.0]}  # pass rates 1/4 and 0
+    sampler = build_sampler(est_config(samples_per_prompt=4, min_samples=1), ScriptedGenerator(script),
+                            ScriptedVerifier())
+    batch = sampler.sample(make_prompts("ab"))
+    expected = [(r - np.mean(script["a"])) / math.sqrt(0.25 + EPS) for r in script["a"]]
+    expected += [(r - np.mean(script["b"])) * 8.0 for r in script["b"]]  # 1 / sqrt(0 + eps), capped at 8
+    assert batch.advantages.tolist() == pytest.approx(expected)
 
 
 def test_variance_optimal_allocation_and_its_advantage():
@@ -189,6 +202,15 @@ def test_seq_with_the_log_objective_multiplies_each_kept_advantage_by_the_capped
     weight = np.minimum(1 / (p_pool + EPS), 8.0)
     assert weighted.advantages.tolist() == pytest.approx((plain.advantages * weight).tolist())
     assert "grad_weight_mean" in weighted.metrics and "grad_weight_mean" not in plain.metrics
+
+
+def test_seq_with_a_graded_verifier_weighs_at_the_pools_pass_rate_not_its_mean_reward():
+    """Graded rewards (0.9 counts as a success, 0.4 does not): the weight is w(share above positive_threshold)."""
+    script = {"a": [0.9, 0.4, 0.4, 0.4]}  # mean 0.525, pass rate 1/4
+    config = SamplerConfig(samples_per_round=4, max_rounds=1, group_size=4, objective="log", exit_rule="once")
+    batch = build_sampler(config, ScriptedGenerator(script), ScriptedVerifier()).sample(make_prompts("a"))
+    plain = np.array(script["a"]) - np.mean(script["a"])
+    assert batch.advantages.tolist() == pytest.approx((plain / (0.25 + EPS)).tolist())
 
 
 def test_the_cap_binds_for_a_rare_success():

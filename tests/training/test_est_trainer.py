@@ -4,14 +4,17 @@ with that memory, and the settings refused before anything loads."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
 from reinforce_ada.config import ConfigError, TrainConfig
 from reinforce_ada.models import build_char_tokenizer, build_tiny_model
 from reinforce_ada.training import Trainer
+from reinforce_ada.types import Prompt
 from trainer_fixtures import addition_prompts, digit_verifier, small_config
 
 
@@ -96,3 +99,55 @@ def test_an_est_run_ends_with_its_allocation_over_the_run(tmp_path, capsys):
                 f"{steps[-1]['sampling/memory_prompts']:.0f} prompts with a remembered estimate")
     assert expected in capsys.readouterr().out.splitlines()
     assert steps[-1]["sampling/memory_prompts"] == 8
+
+
+@pytest.mark.parametrize("strategy", ["ada-est", "ada-balanced", "grpo"])
+def test_an_all_equal_group_with_normalize_std_and_epsilon_0_reaches_the_loss_as_advantage_0(tmp_path, strategy):
+    """epsilon=0 is the smallest epsilon the config accepts: with normalize_std a prompt whose rewards are all equal
+    (here prompt "flat" scores 0.3 every time) gets advantage 0, not 0 / 0, and every step's loss is finite. The
+    other prompts' samples score 0, 1, 0, 1, ... in the order they are scored, so their groups have spread."""
+    scored: dict = {}
+
+    def verifier(prompts, completions):
+        rewards = []
+        for p in prompts:
+            scored[p.prompt_id] = scored.get(p.prompt_id, -1) + 1
+            rewards.append(0.3 if p.prompt_id == "flat" else float(scored[p.prompt_id] % 2))
+        return rewards
+
+    parts = recurring_parts()
+    parts["train_prompts"] = [Prompt("flat", "1+1=", "2")] + addition_prompts(3, 3)
+    parts["verifier"] = verifier
+    trainer = Trainer(small_config(tmp_path / "run", strategy=strategy, max_steps=2, eval_steps=0,
+                                   sampler={"normalize_std": True, "epsilon": 0.0}), **parts)
+    batches = []
+    sample = trainer.sampler.sample
+    trainer.sampler.sample = lambda prompts: batches.append(sample(prompts)) or batches[-1]
+    trainer.train()
+    assert len(batches) == 2
+    for batch in batches:
+        assert np.isfinite(batch.advantages).all()
+        flat = np.concatenate([[g.prompt.prompt_id == "flat"] * len(g.completions) for g in batch.groups])
+        assert flat.any() and (batch.advantages[flat] == 0).all()
+        assert (batch.advantages[~flat] != 0).any()
+    losses = [r["train/loss"] for r in records(tmp_path / "run") if "train/loss" in r]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+
+
+@pytest.mark.fault("train --strategy ada-est ... --normalize-std --epsilon 0 (the smallest epsilon accepted), a "
+                   "prompt whose rewards are all equal",
+                   "trains: a zero-spread group's advantage is 0, in every home (it stopped at step 1 with "
+                   "non-finite advantages blamed on the rewards; verl trained on NaN)")
+def test_train_ada_est_with_normalize_std_and_epsilon_0_runs(tmp_path):
+    """`train --strategy ada-est ... --normalize-std --epsilon 0` trains (it stopped at step 1 with non-finite
+    advantages blamed on the rewards): zero-spread groups get advantage 0."""
+    from reinforce_ada import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["train", "--strategy", "ada-est", "--max-steps", "2", "--batch-size", "8", "--eval-prompts", "8",
+                     "--task-train-prompts", "8", "--num-threads", "1", "--normalize-std", "--epsilon", "0",
+                     "--output-dir", str(out)]) == 0
+    steps = [r for r in records(out) if "train/loss" in r]
+    assert len(steps) == 2 and all(math.isfinite(r["train/loss"]) for r in steps)
+    assert any(r["sampling/zero_variance_fraction"] > 0 for r in steps)  # an all-equal group was there
+    assert json.loads((out / "config.json").read_text())["sampler"]["epsilon"] == 0.0

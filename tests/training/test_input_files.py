@@ -24,8 +24,8 @@ def no_model(monkeypatch, tmp_path):
 GOOD = {"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}
 
 
-@pytest.mark.fault("a pass-rate seed file (--sampler.memory.seed) with a bad row: num_samples -2 or Infinity, "
-                   "pass_rate 1.5 or NaN, a missing field, a line that is not JSON, a key given twice",
+@pytest.mark.fault("a pass-rate seed file (--sampler.memory.seed) with a bad row: num_samples -2, Infinity or \"many\", "
+                   "pass_rate 1.5, NaN or \"high\", a missing field, a line that is not JSON, a key given twice",
                    "exit 2 naming file:line and the field, before the model loads and before any run folder exists "
                    "(it was a ZeroDivisionError / ValueError traceback at step 1, leaving a run folder with no "
                    "stopped event)")
@@ -34,6 +34,9 @@ GOOD = {"key": "0123456789abcdef", "pass_rate": 0.5, "num_samples": 8}
     ('{"key": "k", "pass_rate": 0.5, "num_samples": Infinity}', "num_samples must be a positive finite number"),
     ('{"key": "k", "pass_rate": 1.5, "num_samples": 4}', r"pass_rate must be a number in \[0, 1\]"),
     ('{"key": "k", "pass_rate": NaN, "num_samples": 4}', r"pass_rate must be a number in \[0, 1\]"),
+    ('{"key": "k", "pass_rate": 0.0, "num_samples": "many"}', r"num_samples must be a positive finite number \(got "
+                                                              r"'many'\)"),
+    ('{"key": "k", "pass_rate": "high", "num_samples": 4}', r"pass_rate must be a number in \[0, 1\] \(got 'high'\)"),
     ('{"key": "k", "pass_rate": 0.5}', "expected an object with key, pass_rate, num_samples"),
     ("key,pass_rate", "not a JSON object"),
     (json.dumps(GOOD), "key 0123456789abcdef is given twice"),

@@ -9,7 +9,9 @@ weights ``w_k`` and ``eps = 1e-4``:
   ``r`` in the batch ``+ eps`` (``"batch"``), or by nothing (``"none"``);
 * ``normalize_then_sum``: ``z_ik = (v_ik - nanmean_G(v_k)) / (nanstd_G(v_k) + eps)``, ``R_i = nansum_k w_k z_ik`` and
   ``A_i = (R_i - nanmean_batch(R)) / (nanstd_batch(R) + eps)`` (``scale_rewards`` is not used);
-* unscorable rows get ``A = 0`` (as does any NaN, e.g. the std of a single row).
+* unscorable rows get ``A = 0`` (as does any NaN, e.g. the std of a single row), and so does every row of a set
+  whose rewards are all equal, for every ``epsilon >= 0`` (TRL's ``0 / 1e-4``;
+  :func:`~reinforce_ada.core.advantages.normalize_by_std`, the rule of every home).
 
 Here a *set* replaces TRL's group: the prompt's whole **pool** (every completion drawn this step; ``advantage="pool"``)
 or its kept group (``advantage="group"``, GRPO), and the *batch* is the union of the sets of every process. With one
@@ -23,6 +25,8 @@ all-reduces :func:`moments` of the result, then :func:`advantages`.
 from __future__ import annotations
 
 import numpy as np
+
+from reinforce_ada.core.advantages import normalize_by_std
 
 SCALE_REWARDS = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
@@ -43,7 +47,9 @@ def normalize_scale_rewards(value: object) -> str:
 def set_statistics(values: np.ndarray, set_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-row NaN-ignoring mean and Bessel-corrected std of ``values`` over the rows sharing ``set_index``.
 
-    ``values`` is ``(N,)`` or ``(N, K)`` (columns are independent); the std is NaN for a set with < 2 values.
+    ``values`` is ``(N,)`` or ``(N, K)`` (columns are independent); the std is NaN for a set with < 2 values. A set
+    whose values are all equal has that value as its mean and std 0 exactly (a sum of eight 0.1s divided by 8 is not
+    0.1, and the rounding error would otherwise look like a spread).
 
     >>> mean, std = set_statistics(np.array([1.0, 3.0, np.nan, 5.0]), np.array([0, 0, 0, 1]))
     >>> mean.tolist(), std.tolist()[:2]
@@ -60,8 +66,12 @@ def set_statistics(values: np.ndarray, set_index: np.ndarray) -> tuple[np.ndarra
     total = np.zeros((num_sets, flat.shape[1]))
     np.add.at(count, inverse, valid)
     np.add.at(total, inverse, filled)
+    low = np.full((num_sets, flat.shape[1]), np.inf)
+    high = np.full((num_sets, flat.shape[1]), -np.inf)
+    np.minimum.at(low, inverse, np.where(valid, flat, np.inf))
+    np.maximum.at(high, inverse, np.where(valid, flat, -np.inf))
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
+        mean = np.where((count > 0) & (low == high), low, total / count)
         sq_dev = np.zeros_like(total)
         np.add.at(sq_dev, inverse, np.where(valid, (flat - mean[inverse]) ** 2, 0.0))
         std = np.where(count > 1, np.sqrt(sq_dev / (count - 1)), np.nan)
@@ -87,7 +97,7 @@ def combine_rewards(values: np.ndarray, weights: np.ndarray, set_index: np.ndarr
     elif aggregation == "normalize_then_sum":
         mean, std = set_statistics(values, set_index)
         with np.errstate(invalid="ignore"):
-            terms = (values - mean) / (std + epsilon)
+            terms = np.where(np.isnan(values), np.nan, normalize_by_std(values - mean, std, epsilon))
     else:
         raise ValueError(f"multi_objective_aggregation={aggregation!r} is not one of {list(AGGREGATIONS)}")
     combined = np.nansum(terms * weights[None, :], axis=1)
@@ -127,14 +137,14 @@ def advantages(rewards: np.ndarray, set_index: np.ndarray, *, aggregation: str, 
     rewards = np.asarray(rewards, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         if aggregation == "normalize_then_sum":
-            out = (rewards - batch_mean) / (batch_std + epsilon)
+            out = normalize_by_std(rewards - batch_mean, np.float64(batch_std), epsilon)
         else:
             mean, std = set_statistics(rewards, set_index)
             out = rewards - mean
             if scale_rewards == "group":
-                out = out / (std + epsilon)
+                out = normalize_by_std(out, std, epsilon)
             elif scale_rewards == "batch":
-                out = out / (batch_std + epsilon)
+                out = normalize_by_std(out, np.float64(batch_std), epsilon)
             elif scale_rewards != "none":
                 raise ValueError(f"scale_rewards={scale_rewards!r} is not one of {list(SCALE_REWARDS)}")
     return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)

@@ -17,7 +17,7 @@ batch sizes, logging). What changes:
   handed out among its prompts by a per-prompt pass-rate memory (``est_*`` fields, the standalone ``sampler.est.*``
   under TRL's flat names), one generation call, every row trained on with ``(r - rbar) / sqrt(rbar + eps)``
   (:mod:`reinforce_ada.integrations.trl.est`). ``num_generations`` is then the budget per prompt
-  (``est_samples_per_prompt``, 8 by default: GRPO-n8's samples).
+  (``est_samples_per_prompt`` follows it: 8 gives GRPO-n8's samples).
 
 TRL needs exactly ``num_generations`` completions per prompt (fixed shapes), so the sampler is always run with
 ``unexited="keep"`` (a prompt that never met its exit rule still yields a group, selected from its ``M * N`` pool)
@@ -28,6 +28,7 @@ correct); those two choices are not configurable here. Each process must hold wh
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,25 @@ EST_FIELDS = tuple(f"est_{name}" for name in EstConfig.__dataclass_fields__)
 ROUNDS_ONLY = ("samples_per_round", "max_rounds", "exit_rule", "min_positive", "selection", "advantage",
                "importance_weights", "allocation", "budget_half_life", "sample_budget_per_step", "rescore_kept")
 """Fields of the round-based sampler that ``mode="est"`` does not use (refused there when changed)."""
+
+EST_ONLY = EST_FIELDS + ("memory_seed",)
+"""Fields of Est that ``mode="rounds"`` does not use (refused there when changed)."""
+
+TRL_NAMES = ((r"\bgroup_size\b", "num_generations"), (r"\best\.(\w+)", r"est_\1"),
+             (r"\bmemory\.seed\b", "memory_seed"), (r"(?<![\w.])epsilon\b", "advantage_epsilon"))
+"""How :class:`SamplerConfig`'s messages name a setting, and the name the same setting has in :class:`AdaGRPOConfig`
+(:data:`NOT_IN_TRL`): an error names the field the user set."""
+
+
+def in_trl_names(message: str) -> str:
+    """A :class:`SamplerConfig` error message with every setting under its ``AdaGRPOConfig`` name.
+
+    >>> in_trl_names("group_size=64 exceeds samples_per_round * max_rounds = 32; est.decay must be in (0, 1]")
+    'num_generations=64 exceeds samples_per_round * max_rounds = 32; est_decay must be in (0, 1]'
+    """
+    for pattern, name in TRL_NAMES:
+        message = re.sub(pattern, name, message)
+    return message
 
 NOT_IN_TRL: dict[str, str] = {
     "group_size": "TRL's num_generations (the one field under TRL's name)",
@@ -112,7 +132,8 @@ class AdaGRPOConfig(GRPOConfig):
     advantage_epsilon: float = field(
         default=1e-4,
         metadata={"help": "SamplerConfig's epsilon (TRL's own `epsilon` is the clip ratio): added to every std in an "
-                          "advantage's denominator (TRL's constant is 1e-4)."},
+                          "advantage's denominator (TRL's constant is 1e-4). 0 is allowed: a prompt whose rewards are "
+                          "all equal still gets advantage 0."},
     )
     importance_weights: bool = sampler_field(
         "importance_weights", note="Weights are positive, so for TRL's clipped losses multiplying each advantage "
@@ -127,16 +148,19 @@ class AdaGRPOConfig(GRPOConfig):
         "mode", note="Here 'rounds' (the default) or 'est'; under 'est' num_generations is the budget per prompt "
                      "(est_samples_per_prompt) and the round-based fields are not used.")
     objective: str | None = sampler_field(
-        "objective", note="Under 'rounds' its gradient weight multiplies TRL's advantages, at the pool's mean reward "
-                          "(TRL's weighted reward sum).")
+        "objective", note="Under 'rounds' its gradient weight multiplies TRL's advantages, at the pool's pass rate "
+                          "(the share of its completions whose correctness rewards sum above positive_threshold).")
     sample_share: float | str | None = sampler_field("sample_share")
     objective_eps: float = sampler_field("objective_eps")
     max_grad_weight: float | None = sampler_field("max_grad_weight")
     est_min_samples: int = est_field("min_samples")
     est_max_samples: int | None = est_field("max_samples")
-    est_samples_per_prompt: int = est_field(
-        "samples_per_prompt", note="TRL's step holds num_generations rows per prompt, so this must equal "
-                                   "num_generations.")
+    est_samples_per_prompt: int | None = field(
+        default=None,
+        metadata={"help": "mode='est' only (sampler.est.samples_per_prompt). The budget per prompt. TRL's step holds "
+                          "num_generations rows per prompt, so this is num_generations: None (the default) follows "
+                          "it, and a value given must equal it (num_generations=8: GRPO-n8's budget)."},
+    )
     est_budget: int | None = est_field(
         "budget", note="Not settable here (None): TRL fixes a step's rows, num_generations x prompts.")
     est_decay: float = est_field("decay")
@@ -150,6 +174,13 @@ class AdaGRPOConfig(GRPOConfig):
     sampler_seed: int | None = field(
         default=None,
         metadata={"help": "Seed of the sampler's selection RNG (default: seed); process i uses sampler_seed + i."},
+    )
+    resume_without_sampler_state: bool = field(
+        default=False,
+        metadata={"help": "Resume from a checkpoint that holds no ada_sampler_state_<i>.json (one TRL's GRPOTrainer "
+                          "saved, say): the sampler's selection RNG starts from sampler_seed and Est's memory empty "
+                          "(or from memory_seed), so the run does not continue as the one that saved it. False (the "
+                          "default): such a resume stops, naming the file."},
     )
     rescore_kept: bool = field(
         default=False,
@@ -186,6 +217,11 @@ class AdaGRPOConfig(GRPOConfig):
                               f"(Reinforce-Ada-Est); TRL generates in batches, so not 'streaming'")
         if self.mode == "est":
             self._check_est()
+        else:
+            changed = changed_fields(self, EST_ONLY)
+            if changed:
+                raise ConfigError(f"{', '.join(changed)}: settings of mode='est' (Reinforce-Ada-Est), not used by "
+                                  f"mode={self.mode!r}; set mode='est', or leave them at their defaults")
         self.sampler_config()  # validates the sampling fields now, before any model is loaded
         if self.selection == "all" and self.mode == "rounds":
             raise ConfigError("selection='all' keeps whole pools of varying size; TRL trains on exactly "
@@ -197,16 +233,23 @@ class AdaGRPOConfig(GRPOConfig):
                                   f"prompt: at least per_device_train_batch_size x steps_per_generation = {minimum}")
 
     def _check_est(self) -> None:
-        """``mode="est"``: the budget is TRL's rows, and the round-based fields are left at their defaults."""
+        """``mode="est"``: the budget is TRL's rows, each prompt's count can be anything in ``[est_min_samples,
+        est_max_samples]`` around ``num_generations``, and the round-based fields are left at their defaults."""
+        n = self.num_generations
         if self.est_budget is not None:
             raise ConfigError(f"est_budget={self.est_budget}: TRL fixes a step's rows (num_generations x prompts), so "
-                              f"Est's budget is est_samples_per_prompt = num_generations per prompt; leave est_budget "
-                              f"None")
-        if self.est_samples_per_prompt != self.num_generations:
+                              f"Est's budget is num_generations per prompt; leave est_budget None")
+        if self.est_samples_per_prompt is not None and self.est_samples_per_prompt != n:
             raise ConfigError(f"mode='est' hands out each step's num_generations x prompts rows among its prompts, so "
-                              f"est_samples_per_prompt={self.est_samples_per_prompt} must equal num_generations="
-                              f"{self.num_generations} (8 for GRPO-n8's budget)")
-        changed = [name for name in ROUNDS_ONLY if getattr(self, name) != self.__dataclass_fields__[name].default]
+                              f"est_samples_per_prompt={self.est_samples_per_prompt} must equal num_generations={n} "
+                              f"(leave it None: it follows num_generations)")
+        if self.est_min_samples > n:
+            raise ConfigError(f"est_min_samples={self.est_min_samples} is above num_generations={n}: a step holds "
+                              f"num_generations rows per prompt, so its prompts cannot each get est_min_samples")
+        if self.est_max_samples is not None and self.est_max_samples < n:
+            raise ConfigError(f"est_max_samples={self.est_max_samples} is below num_generations={n}: a step's "
+                              f"num_generations rows per prompt cannot be handed out at est_max_samples per prompt")
+        changed = changed_fields(self, ROUNDS_ONLY)
         if changed:
             raise ConfigError(f"{', '.join(changed)}: settings of mode='rounds', not used by mode='est' (one "
                               f"generation call, every row trained on); leave them at their defaults")
@@ -220,21 +263,23 @@ class AdaGRPOConfig(GRPOConfig):
         seed = self.seed if self.sampler_seed is None else self.sampler_seed
         objective = {name: getattr(self, name) for name in ("objective", "sample_share", "objective_eps",
                                                             "max_grad_weight")}
-        if self.mode == "est":
-            est = EstConfig(**{name: getattr(self, f"est_{name}") for name in EstConfig.__dataclass_fields__})
-            return SamplerConfig.reinforce_ada_est(  # group_size is not Est's: every row is trained on
-                positive_threshold=self.positive_threshold, est=est,
-                memory=MemoryConfig(seed=self.memory_seed), epsilon=self.advantage_epsilon, seed=seed + process_index,
-                on_verifier_failure="zero", generation_retries=0, **objective)
-        if self.memory_seed is not None:
-            raise ConfigError("memory_seed seeds Est's pass-rate memory: it is a setting of mode='est'")
-        return SamplerConfig(
-            **{name: getattr(self, name) for name in SAMPLER_FIELDS if name not in objective},
-            **objective, group_size=self.num_generations,
-            unexited="keep", normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
-            on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
-            budget_skip=False,  # TRL needs a group per prompt
-        )
+        try:
+            if self.mode == "est":
+                est = {name: getattr(self, f"est_{name}") for name in EstConfig.__dataclass_fields__}
+                est["samples_per_prompt"] = self.num_generations  # est_samples_per_prompt: None or the same number
+                return SamplerConfig.reinforce_ada_est(  # group_size is not Est's: every row is trained on
+                    positive_threshold=self.positive_threshold, est=EstConfig(**est),
+                    memory=MemoryConfig(seed=self.memory_seed), epsilon=self.advantage_epsilon,
+                    seed=seed + process_index, on_verifier_failure="zero", generation_retries=0, **objective)
+            return SamplerConfig(
+                **{name: getattr(self, name) for name in SAMPLER_FIELDS if name not in objective},
+                **objective, group_size=self.num_generations,
+                unexited="keep", normalize_std=self.scale_rewards == "group", epsilon=self.advantage_epsilon,
+                on_verifier_failure="zero", generation_retries=0, seed=seed + process_index,
+                budget_skip=False,  # TRL needs a group per prompt
+            )
+        except ConfigError as err:
+            raise ConfigError(in_trl_names(str(err))) from None
 
     def to_dict(self) -> dict[str, Any]:
         # Callables (custom exit/selection rules) are not JSON-serialisable; log their repr.
@@ -243,3 +288,10 @@ class AdaGRPOConfig(GRPOConfig):
             if callable(out.get(name)):
                 out[name] = repr(out[name])
         return out
+
+
+def changed_fields(config: AdaGRPOConfig, names: tuple[str, ...]) -> list[str]:
+    """Those of ``names`` whose value in ``config`` differs from :class:`AdaGRPOConfig`'s default (SamplerConfig's and
+    EstConfig's, by :func:`sampler_field` and :func:`est_field`), whatever a subclass of it redeclares."""
+    defaults = AdaGRPOConfig.__dataclass_fields__
+    return [name for name in names if getattr(config, name) != defaults[name].default]

@@ -20,9 +20,10 @@ the *step's* prompts -- every process's -- so one allocation is made for all of 
    padding and no row is added.
 3. **Advantages** over the global index (an id per row, never a reshape by ``num_generations``), from the rewards
    TRL gathers from every process anyway: TRL's formula (:mod:`~reinforce_ada.integrations.trl.advantages`) with the
-   prompt's rows as the set, then Est's gradient weight ``w_grad(rbar_x)``
-   (:func:`~reinforce_ada.sampling.pools.weigh_advantages`; ``rbar_x``: the mean of TRL's reward, the weighted sum of
-   the reward functions, over the prompt's rows on every process). With ``scale_rewards="none"``:
+   prompt's rows as the set, then Est's gradient weight ``w_grad(p_x)``
+   (:func:`~reinforce_ada.sampling.pools.weigh_advantages`) at the prompt's pass rate ``p_x``: the share of its rows
+   on every process counted correct (as in 4.), never the mean of TRL's reward, which a reward model or a graded
+   reward makes something other than a pass rate. With 0/1 rewards and ``scale_rewards="none"``:
    ``A = (r - rbar_x) / sqrt(rbar_x + objective_eps)`` (capped at ``max_grad_weight``), Alg. 1's advantage.
    ``"group"`` first divides ``r - rbar_x`` by the std of the prompt's rows + 1e-4, ``"batch"`` by the std of every
    reward of the step + 1e-4; ``multi_objective_aggregation="normalize_then_sum"`` is TRL's batch normalisation of the
@@ -55,7 +56,7 @@ from reinforce_ada.core.allocation import allocation_summary
 from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.sampling.estimate import est_allocation, est_memory, remember_visits
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
-from reinforce_ada.sampling.pools import weigh_advantages
+from reinforce_ada.sampling.pools import pass_rates, weigh_advantages
 from reinforce_ada.types import Prompt
 
 __all__ = ["EstStep", "TRLEst", "dataset_prompt"]
@@ -150,10 +151,10 @@ class TRLEst:
         advantages = trl_advantages.advantages(combined, index, aggregation=aggregation, scale_rewards=scale_rewards,
                                                batch_mean=batch_mean, batch_std=batch_std, epsilon=epsilon)
         reward = trl_advantages.combine_rewards(values, weights, index, aggregation="sum_then_normalize")
-        rbar, reward_std = trl_advantages.set_statistics(reward, index)  # (rows,) TRL's reward over the prompt
-        advantages, grad_metrics = weigh_advantages(advantages, np.nan_to_num(rbar, nan=0.0), self.config)
-
+        _, reward_std = trl_advantages.set_statistics(reward, index)  # (rows,) TRL's reward over the prompt
         correct = np.nansum(values[:, correctness], axis=1) > self.config.positive_threshold  # (rows,)
+        advantages, grad_metrics = weigh_advantages(advantages, pass_rates(correct, index), self.config)
+
         num_prompts = len(step.prompts)
         samples = np.bincount(index, minlength=num_prompts)
         positives = np.bincount(index, weights=correct.astype(np.float64), minlength=num_prompts)

@@ -52,6 +52,7 @@ import torch
 from trl import GRPOTrainer
 
 from reinforce_ada.config import ConfigError
+from reinforce_ada.errors import CheckpointError
 from reinforce_ada.integrations.trl import advantages as trl_advantages
 from reinforce_ada.integrations.trl.config import AdaGRPOConfig
 from reinforce_ada.integrations.trl.est import TRLEst, dataset_prompt
@@ -69,6 +70,27 @@ def _model_name(model: Any) -> str:
     """The name TRL derives an ``args=None`` run's ``output_dir`` from."""
     name = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "")
     return str(name).split("/")[-1]
+
+
+def reward_func_name(func: Any) -> str:
+    """The name TRL gives a reward function (its ``rewards/<name>`` metric), before any reward model is loaded: a
+    model id's last part, a model's ``name_or_path``'s, a function's ``__name__`` (through ``functools.partial``),
+    else the class name.
+
+    >>> import functools
+    >>> def accuracy(completions, **kwargs): ...
+    >>> reward_func_name("org/my-reward-model"), reward_func_name(functools.partial(accuracy, scale=2))
+    ('my-reward-model', 'accuracy')
+    """
+    import functools
+
+    if isinstance(func, str):
+        return func.split("/")[-1]
+    if isinstance(func, torch.nn.Module):
+        return str(getattr(func.config, "_name_or_path", type(func).__name__)).split("/")[-1]
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__name__", type(func).__name__)
 
 
 def resolve_correctness(spec: list | None, names: list[str]) -> list[int]:
@@ -126,9 +148,9 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             raise NotImplementedError("AdaGRPOTrainer does not support image prompts (the train_dataset has an "
                                       "image column): the sampler generates text-only rows")
         reward_funcs = params.get("reward_funcs")
-        num_funcs = len(reward_funcs) if isinstance(reward_funcs, list) else int(reward_funcs is not None)
-        if config.correctness_reward_funcs is None and num_funcs > 1:  # before any model is loaded
-            resolve_correctness(None, [f"reward_funcs[{i}]" for i in range(num_funcs)])
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [] if reward_funcs is None else [reward_funcs]
+        if config.correctness_reward_funcs is None and len(funcs) > 1:  # before any model is loaded
+            resolve_correctness(None, [reward_func_name(f) for f in funcs])
         if config.advantage not in ("pool", "group"):
             raise ConfigError(f"advantage={config.advantage!r}: AdaGRPOTrainer computes TRL's advantages with a "
                               "'pool' or 'group' baseline only")
@@ -179,6 +201,27 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
                 "AdaGRPOTrainer cannot score with a reward model under multi-process DeepSpeed/FSDP: its forward is "
                 "collective but each process scores a different number of completions per round. Use reward "
                 "functions, or serve the reward model and call it from a reward function.")
+
+    def _warn_correctness_outside_unit(self, values: np.ndarray) -> None:
+        """Say once, naming the functions, that a correctness reward left [0, 1]: such a score is not a pass rate, and
+        what the memory, the exits and the gradient weight read of it is whether the correctness rewards' sum is above
+        ``positive_threshold`` (docs/trl.md, "Rewards outside [0, 1]"). ``values``: ``(rows, K)``, NaN for None."""
+        if getattr(self, "_ada_warned_reward_range", False):
+            return
+        scores = values[:, self.ada_correctness]
+        outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+        if not outside.any():
+            return
+        self._ada_warned_reward_range = True
+        names = [self.reward_func_names[self.ada_correctness[k]] for k in np.flatnonzero(outside.any(axis=0))]
+        warnings.warn(
+            f"the correctness reward function(s) {names} returned values outside [0, 1] (e.g. "
+            f"{float(scores[outside][0]):g}), which are not pass rates. A row counts as correct when the correctness "
+            f"rewards sum above positive_threshold={self.args.positive_threshold}; exits, selection, Est's memory and "
+            "every gradient weight read that, and the weight is evaluated at the share of a prompt's rows counted "
+            "correct, never at the reward (a prompt with no correct row has pass rate 0: weight max_grad_weight under "
+            "a weighted objective). Set positive_threshold or correctness_reward_funcs so that this means correct",
+            UserWarning, stacklevel=2)
 
     def _report_memory_seed(self, path: str | None, dataset: Any) -> None:
         """Say how many of the training prompts ``memory_seed`` seeded; refuse a file that seeds none of them."""
@@ -237,6 +280,7 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         finally:
             self._ada_est_values = None
         local_rows = est.step.local_rows  # type: ignore[union-attr]
+        self._warn_correctness_outside_unit(values.detach().cpu().double().numpy())
         advantages, metrics = est.finish(
             values.detach().cpu().double().numpy(), weights=self.reward_weights.detach().cpu().double().numpy(),
             correctness=self.ada_correctness, aggregation=self.args.multi_objective_aggregation,
@@ -343,26 +387,47 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
             json.dump(state, f)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
+        """TRL's RNG states, then this process's sampler state (the selection RNG, or Est's memory) from the same
+        checkpoint. A checkpoint without the file (one TRL's ``GRPOTrainer`` saved, or with fewer processes) stops the
+        resume naming the way out, unless ``resume_without_sampler_state``; a file that cannot be read stops it naming
+        the file."""
         super()._load_rng_state(checkpoint)
         if checkpoint is None:
             return
         path = self._sampler_state_file(checkpoint)
+        what = "Est's pass-rate memory" if self.ada_est is not None else "the sampler's selection RNG"
         if not os.path.isfile(path):
-            logger.warning("no Reinforce-Ada sampler state in %s; the sampler's selection RNG starts from "
-                           "sampler_seed%s", checkpoint, " and Est's memory empty" if self.ada_est is not None else "")
-            return
-        with open(path) as f:
-            state = json.load(f)
-        if self.ada_est is not None:
-            if "est" not in state:
-                raise ValueError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
-                                 f"was written with mode='rounds'")
-            self.ada_est.load_state_dict(state["est"])
-            return
-        if "est" in state:
-            raise ValueError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
-        self.ada_sampler.load_state_dict(state.get("sampler", state))
-        self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
+            if self.args.resume_without_sampler_state:
+                logger.warning("no Reinforce-Ada sampler state in %s (resume_without_sampler_state=True): %s starts "
+                               "afresh", checkpoint, what)
+                return
+            raise CheckpointError(f"{path} does not exist: this checkpoint was not saved by AdaGRPOTrainer (or with "
+                                  f"fewer processes), so {what} cannot be restored and the resumed run would not "
+                                  f"continue the one that saved it; resume from a checkpoint AdaGRPOTrainer saved, or "
+                                  f"set resume_without_sampler_state=True to start {what} afresh")
+        try:
+            with open(path, encoding="utf-8") as f:
+                state = json.load(f)
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"{path} cannot be read ({err}): the checkpoint is damaged (a write cut short?); "
+                                  f"resume from an earlier checkpoint") from None
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{path} holds {type(state).__name__}, not a sampler state")
+        if self.ada_est is not None and "est" not in state:
+            raise CheckpointError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
+                                  f"was written with mode='rounds'")
+        if self.ada_est is None and "est" in state:
+            raise CheckpointError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
+        try:
+            if self.ada_est is not None:
+                self.ada_est.load_state_dict(state["est"])
+            else:
+                self.ada_sampler.load_state_dict(state.get("sampler", state))
+                self.ada_kept_tokens_seen = int(state.get("kept_tokens_seen", 0))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            detail = f"no {err}" if isinstance(err, KeyError) else str(err)
+            raise CheckpointError(f"{path}: {what} cannot be read from it ({detail}); the file is damaged: resume "
+                                  f"from an earlier checkpoint") from None
 
     # -- helpers ------------------------------------------------------------------------------------------------------
     def _group_prompts(self, prompts: list, inputs: list[dict[str, Any]]) -> list[Prompt]:
@@ -400,6 +465,7 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         args = self.args
         weights = self.reward_weights.detach().cpu().double().numpy()
         values, set_index, kept_rows = self._reward_table(batch)
+        self._warn_correctness_outside_unit(values)
         combined = trl_advantages.combine_rewards(values, weights, set_index, aggregation=args.multi_objective_aggregation,
                                                   epsilon=args.advantage_epsilon)
         totals = self._gather_step_statistics(batch, prompts, trl_advantages.moments(combined))
@@ -408,11 +474,9 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         advantages = trl_advantages.advantages(combined, set_index, aggregation=args.multi_objective_aggregation,
                                                scale_rewards=args.scale_rewards, batch_mean=batch_mean,
                                                batch_std=batch_std, epsilon=args.advantage_epsilon)
-        if self.ada_sampler.config.weights_gradient:  # Seq's explicit weight (v3 Sec. 3.2) at the pool's mean reward
-            reward = trl_advantages.combine_rewards(values, weights, set_index, aggregation="sum_then_normalize")
-            rbar, _ = trl_advantages.set_statistics(reward, set_index)
-            advantages, grad_metrics = weigh_advantages(advantages, np.nan_to_num(rbar, nan=0.0),
-                                                        self.ada_sampler.config)
+        if self.ada_sampler.config.weights_gradient:  # Seq's explicit weight (v3 Sec. 3.2) at the pool's pass rate
+            pass_rate = np.array([g.pool_num_positive / g.pool_count for g in batch.groups])[set_index]
+            advantages, grad_metrics = weigh_advantages(advantages, pass_rate, self.ada_sampler.config)
             for name, value in grad_metrics.items():
                 self._metrics["train"][f"ada/{name}"].append(value)
         return advantages[kept_rows], totals

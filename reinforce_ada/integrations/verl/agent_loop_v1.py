@@ -19,7 +19,8 @@ It also owns the driver's :class:`~reinforce_ada.integrations.verl.est.EstDriver
 ``reinforce_ada_est`` estimator) when verl builds the manager, which is after the trainer has loaded its
 checkpoint; when verl resumed from a ``global_step_N`` folder, the memory is read back from the same folder, found
 the way verl's ``PPOTrainer._load_checkpoint`` finds it (``trainer.resume_mode``, ``default_local_dir``,
-``resume_from_path``; :func:`resumed_checkpoint_folder`).
+``resume_from_path``; :func:`~reinforce_ada.integrations.verl.est_config.resumed_checkpoint_folder`, which
+``check_verl_config`` also runs before Ray starts).
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ import numpy as np
 import transfer_queue as tq
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 from verl.utils import tensordict_utils as tu
-from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
 from reinforce_ada.config import ConfigError
 from reinforce_ada.integrations.verl.config import _get, check_verl_config
 from reinforce_ada.integrations.verl.convert import _ground_truth
 from reinforce_ada.integrations.verl.est import EstDriver, install_driver
+from reinforce_ada.integrations.verl.est_config import resumed_checkpoint_folder
 from reinforce_ada.types import Prompt
 
-__all__ = ["ROLLOUT_N_KEY", "ReinforceAdaEstAgentLoopManager", "est_prompts", "resumed_checkpoint_folder"]
+__all__ = ["ROLLOUT_N_KEY", "ReinforceAdaEstAgentLoopManager", "est_prompts"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,23 +80,6 @@ def est_prompts(batch: Any) -> tuple[list[str], list[Prompt]]:
     prompts = [Prompt(prompt_id=uid, prompt=_plain(raw), answer=_ground_truth(reward) if reward is not None else None)
                for uid, raw, reward in zip(uids, raw_prompts, reward_models, strict=True)]
     return uids, prompts
-
-
-def resumed_checkpoint_folder(config: Any) -> str | None:
-    """The ``global_step_N`` folder verl's v1 trainer resumed from under this config, or None for a fresh start
-    (the decision of ``PPOTrainer._load_checkpoint``, read again: verl passes the manager only the config)."""
-    mode = _get(config, "trainer.resume_mode", "auto")
-    if mode == "disable":
-        return None
-    if mode == "auto":
-        folder = _get(config, "trainer.default_local_dir")
-        if folder is None:
-            return None
-        return find_latest_ckpt_path(os.path.join(os.getcwd(), folder) if not os.path.isabs(folder) else folder)
-    if mode == "resume_path":
-        folder = str(_get(config, "trainer.resume_from_path"))
-        return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
-    raise ConfigError(f"trainer.resume_mode={mode!r}: verl knows auto, disable and resume_path")
 
 
 class ReinforceAdaEstAgentLoopManager(AgentLoopManagerTQ):

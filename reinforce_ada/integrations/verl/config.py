@@ -129,10 +129,11 @@ def check_verl_config(config: Any) -> SamplerConfig:
     the round-based sampler (Seq) is checked: the estimator is ``reinforce_ada``; the legacy (v0) trainer is selected
     (verl 0.9.1's v1 trainer cannot carry the pool statistics to the estimator: docs/verl.md, "Why Seq does not run
     on the v1 trainer"); the agent-loop manager is ours; no in-reward KL (the pool baseline is over raw rewards); the
-    sampler settings.
+    sampler settings. For both: ``trainer.resume_mode`` is one verl knows.
     """
-    from reinforce_ada.integrations.verl.est_config import check_est_config, est_selected
+    from reinforce_ada.integrations.verl.est_config import check_est_config, check_resume_mode, est_selected
 
+    check_resume_mode(config)
     if est_selected(config):
         return check_est_config(config)
     estimator = _get(config, "algorithm.adv_estimator")

@@ -52,7 +52,8 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.core.allocation import allocation_summary
-from reinforce_ada.integrations.verl.est_config import EST_ESTIMATOR_NAME
+from reinforce_ada.errors import CheckpointError
+from reinforce_ada.integrations.verl.keys import EST_ESTIMATOR_NAME
 from reinforce_ada.sampling.estimate import est_advantages, est_allocation, est_memory, remember_visits
 from reinforce_ada.sampling.memory import PassRateMemory, prompt_key
 from reinforce_ada.types import Prompt
@@ -214,16 +215,27 @@ class EstDriver:
         return path
 
     def load(self, folder: str) -> None:
-        """Read the state from a verl ``global_step_N`` folder; an error when the folder holds none."""
+        """Read the state from a verl ``global_step_N`` folder; a :class:`~reinforce_ada.errors.CheckpointError`
+        naming the file when the folder or the file is missing or the file cannot be read."""
         path = os.path.join(folder, CHECKPOINT_FILE)
+        if not os.path.isdir(folder):
+            raise CheckpointError(f"verl resumes from {folder}, which does not exist; give an existing global_step_N "
+                                  "folder (trainer.resume_from_path), or set trainer.resume_mode=disable to start "
+                                  "afresh")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"verl resumes from {folder}, which holds no {CHECKPOINT_FILE}: it was not saved "
-                                    "by a Reinforce-Ada-Est run (trainer.checkpoint_callback_class="
-                                    "reinforce_ada.integrations.verl.est.EstCheckpointCallback), so Est's memory "
-                                    "cannot be restored; resume from a checkpoint Est saved, or set "
-                                    "trainer.resume_mode=disable to start afresh")
-        with open(path, encoding="utf-8") as src:
-            self.load_state_dict(json.load(src))
+            raise CheckpointError(f"verl resumes from {folder}, which holds no {CHECKPOINT_FILE}: it was not saved "
+                                  "by a Reinforce-Ada-Est run (trainer.checkpoint_callback_class="
+                                  "reinforce_ada.integrations.verl.est.EstCheckpointCallback), so Est's memory "
+                                  "cannot be restored; resume from a checkpoint Est saved, or set "
+                                  "trainer.resume_mode=disable to start afresh")
+        try:
+            with open(path, encoding="utf-8") as src:
+                self.load_state_dict(json.load(src))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            detail = f"no {err}" if isinstance(err, KeyError) else str(err)
+            raise CheckpointError(f"{path}: Est's state cannot be read ({detail}); the file is damaged (a save cut "
+                                  "short?): resume from an earlier global_step_N (trainer.resume_mode=resume_path), "
+                                  "or set trainer.resume_mode=disable to start afresh") from None
         logger.info("restored Est's memory (%d prompts, %d allocations waiting) from %s", len(self.memory),
                     len(self.pending), path)
 

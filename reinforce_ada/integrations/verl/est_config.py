@@ -18,21 +18,28 @@ with ``mode="est"``, and every check run before Ray starts.
     trainer.use_v1: true
     trainer.checkpoint_callback_class: <EST_CHECKPOINT_CALLBACK_FQN>
 
-A bad value raises :class:`~reinforce_ada.config.ConfigError` naming the key. This module imports no part of verl.
+A bad value raises :class:`~reinforce_ada.config.ConfigError` naming the key; so, before Ray starts, do a memory seed
+file with a bad row and a resume whose ``global_step_N`` folder holds no readable ``reinforce_ada_est.json``
+(:func:`resumed_checkpoint_folder`). This module imports no part of verl when it is imported (the resume check calls
+verl's ``find_latest_ckpt_path``, and reads the state with :mod:`~reinforce_ada.integrations.verl.est`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.integrations.verl.keys import ESTIMATOR_NAME, get_key as _get, to_plain as _to_plain
+from reinforce_ada.errors import DataError
+from reinforce_ada.integrations.verl.keys import (EST_ESTIMATOR_NAME, ESTIMATOR_NAME, get_key as _get,
+                                                  to_plain as _to_plain)
 
 __all__ = ["EST_AGENT_LOOP_MANAGER_FQN", "EST_CHECKPOINT_CALLBACK_FQN", "EST_ESTIMATOR_NAME", "EST_KEYS",
-           "check_est_config", "est_sampler_config", "est_selected"]
+           "RESUME_MODES", "check_est_config", "check_resume_mode", "est_sampler_config", "est_selected",
+           "resumed_checkpoint_folder"]
 
-EST_ESTIMATOR_NAME = "reinforce_ada_est"
-"""The name Est's advantage estimator is registered under (``algorithm.adv_estimator``)."""
+RESUME_MODES = ("auto", "disable", "resume_path")
+"""verl's ``trainer.resume_mode`` values (``PPOTrainer._load_checkpoint``)."""
 
 EST_AGENT_LOOP_MANAGER_FQN = "reinforce_ada.integrations.verl.agent_loop_v1.ReinforceAdaEstAgentLoopManager"
 """What ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` must name: it sets each prompt's
@@ -100,6 +107,39 @@ def est_sampler_config(algorithm: Any) -> SamplerConfig:
         raise ConfigError(f"algorithm.{ESTIMATOR_NAME}: {err}") from None
 
 
+def check_resume_mode(config: Any) -> None:
+    """``trainer.resume_mode`` is one verl knows, and ``resume_path`` comes with a ``trainer.resume_from_path`` naming
+    a ``global_step_N`` folder (verl asserts both only once its workers run, or logs an unknown mode and fails on a
+    variable it never set)."""
+    mode = _get(config, "trainer.resume_mode", "auto")
+    if mode not in RESUME_MODES:
+        raise ConfigError(f"trainer.resume_mode={mode!r}: verl knows {', '.join(RESUME_MODES)}")
+    if mode == "resume_path":
+        path = _get(config, "trainer.resume_from_path")
+        if not isinstance(path, str) or "global_step_" not in path:
+            raise ConfigError(f"trainer.resume_mode=resume_path needs trainer.resume_from_path naming a global_step_N "
+                              f"folder (got {path!r})")
+
+
+def resumed_checkpoint_folder(config: Any) -> str | None:
+    """The ``global_step_N`` folder verl's v1 trainer resumes from under this config, or None for a fresh start
+    (the decision of ``PPOTrainer._load_checkpoint``, read again: verl passes the manager only the config), found the
+    same way before Ray starts and in the manager."""
+    check_resume_mode(config)
+    mode = _get(config, "trainer.resume_mode", "auto")
+    if mode == "disable":
+        return None
+    if mode == "auto":
+        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+        folder = _get(config, "trainer.default_local_dir")
+        if folder is None:
+            return None
+        return find_latest_ckpt_path(os.path.join(os.getcwd(), folder) if not os.path.isabs(folder) else folder)
+    folder = str(_get(config, "trainer.resume_from_path"))
+    return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
+
+
 def check_est_config(config: Any) -> SamplerConfig:
     """Reject a v1 Est config this plugin cannot honour, with the key to change; return the sampler config.
 
@@ -107,7 +147,9 @@ def check_est_config(config: Any) -> SamplerConfig:
     checkpoint callback are ours (without the callback the memory would not be saved, and a resumed run would start
     from an empty one); ``rollout.n`` equals ``est.samples_per_prompt`` (so a step has GRPO-n's rows and verl's
     mini-batches, ``ppo_mini_batch_size x rollout.n`` rows, are unchanged); no in-reward KL and no DAPO filtering
-    (the memory must see every group's raw rewards); the ``algorithm.reinforce_ada`` block.
+    (the memory must see every group's raw rewards); the ``algorithm.reinforce_ada`` block; every row of the memory
+    seed file; ``trainer.resume_mode``, and the ``reinforce_ada_est.json`` of the folder verl will resume from (a
+    missing or damaged one, named; it was found only inside Ray, after the workers started).
     """
     estimator = _get(config, "algorithm.adv_estimator")
     if estimator != EST_ESTIMATOR_NAME:
@@ -141,4 +183,16 @@ def check_est_config(config: Any) -> SamplerConfig:
         raise ConfigError(f"actor_rollout_ref.rollout.n={rollout_n} differs from algorithm.{ESTIMATOR_NAME}.est."
                           f"samples_per_prompt={sampler.est.samples_per_prompt}: set them equal, so a step draws "
                           "GRPO-n's rows and verl's mini-batches (ppo_mini_batch_size x rollout.n rows) are unchanged")
+    if sampler.memory.seed:
+        from reinforce_ada.sampling.memory import read_pass_rates
+
+        try:
+            read_pass_rates(sampler.memory.seed)
+        except DataError as err:
+            raise ConfigError(f"algorithm.{ESTIMATOR_NAME}.memory.seed: {err}") from None
+    folder = resumed_checkpoint_folder(config)
+    if folder is not None:
+        from reinforce_ada.integrations.verl.est import EstDriver
+
+        EstDriver(sampler).load(folder)  # what the manager will read: a missing or damaged file, named
     return sampler

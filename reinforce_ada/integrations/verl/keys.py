@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["ESTIMATOR_NAME", "get_key", "to_plain"]
+__all__ = ["ESTIMATOR_NAME", "EST_ESTIMATOR_NAME", "get_key", "to_plain"]
 
 ESTIMATOR_NAME = "reinforce_ada"
 """The name the round-based sampler's advantage estimator is registered under (``algorithm.adv_estimator``), and the
 name of this plugin's block, ``algorithm.reinforce_ada``."""
+
+EST_ESTIMATOR_NAME = "reinforce_ada_est"
+"""The name Est's advantage estimator is registered under (``algorithm.adv_estimator``)."""
 
 
 def to_plain(node: Any) -> Any:
