@@ -473,6 +473,24 @@ def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_t
     assert not out.exists()
 
 
+def test_a_held_out_task_is_checked_and_the_tiny_model_on_a_prompt_file_is_told_what_to_give(tmp_path, capsys,
+                                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("reinforce_ada.training.loop.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "train", "--data", str(data), "--eval-data", "task:")
+    assert code == 2 and one_error_line(err) == ("error: eval_data='task:' names no task; give e.g. --eval-data "
+                                                 "task:arithmetic")
+    code, err = run(capsys, "train", "--data", str(data), "--eval-data", "task:arithmatic")
+    assert code == 2 and one_error_line(err).startswith("error: task 'arithmatic' is not one of")
+    code, err = run(capsys, "train", "--data", str(data))  # a file outside any run: which model to start from
+    assert code == 2 and one_error_line(err) == (
+        f"error: model='tiny' is warm-started on a built-in task (--task), not on a prompt file such as {data}; start "
+        f"from a trained model instead: a run of the tiny model (--model runs/default, the demo's; add --eval-data "
+        f"task:arithmetic for its held-out accuracy) or a real --model")
+    assert sorted(os.listdir(tmp_path)) == ["rows.jsonl"]
+
+
 # -- the real entry point -------------------------------------------------------------------------------------------
 def test_console_entry_point_prints_one_line_and_no_traceback(tmp_path):
     path = yaml_file(tmp_path, "max_steps: [1, 2]\n")

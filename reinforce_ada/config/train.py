@@ -64,7 +64,9 @@ class TrainConfig:
     """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path; ``task:NAME`` is the
     built-in task ``NAME`` (the same as ``task``)."""
     eval_data: str | None = None
-    """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
+    """Held-out prompts in the same formats, or ``task:NAME`` (default: the task's test split, none for ``data``).
+    ``task:NAME``: ``eval_prompts`` prompts of built-in task NAME's test split drawn with ``seed + 1``, as a run on
+    that task holds out, also beside a ``data`` file."""
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
     answer_key: str | None = "answer"

@@ -286,6 +286,11 @@ def run(args: argparse.Namespace) -> int:
           f"({args.num_samples} samples each" + (f", --preset {args.preset}" if args.preset else "")
           + f"); wrote {Path(out).resolve()}"
           + (f" and {Path(pass_rates).resolve()}" if pass_rates else ""))
+    if kept and source is not None and source.run_dir is not None and source.config is not None:
+        from reinforce_ada.runs.data import train_on_prompts_command
+
+        print(f"to train the run's model further on them: "
+              f"{train_on_prompts_command(source.run_dir, source.config, out)}")
     return 0
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.config import TrainConfig
+from reinforce_ada.config import TrainConfig, model_kind
 from reinforce_ada.errors import Signalled
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.difficulty import STRATA_FILE, Strata
@@ -77,7 +77,7 @@ class Trainer:
 
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        elif cfg.model == "tiny":
+        elif model_kind(cfg.model) == "tiny":
             torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more threads
         self.output_dir = Path(cfg.output_dir)
         # One writer per run folder, for the run's life (released by train() and close()); a failed start releases

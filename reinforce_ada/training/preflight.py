@@ -9,8 +9,10 @@ the things those values name, cheaply and in one place, so a typo costs a second
   than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
   Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
 - ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
-  :mod:`reinforce_ada.data.loading`); the held-out prompts must not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
-  ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
+  :mod:`reinforce_ada.data.loading`); ``eval_data: task:NAME`` must name a built-in task; the held-out prompts must
+  not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
+  ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub. ``model='tiny'`` with a prompt file
+  is refused with the command that trains a tiny run's model on it instead.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
   ``verifier_timeout``, can be pickled: it then runs in a worker process).
@@ -50,11 +52,13 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     if data:
         for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
-            if source is not None:
+            if name == "eval_data" and source is not None and source.startswith("task:"):
+                check_held_out_task(source)
+            elif source is not None:
                 check_data_source(name, source)
         check_held_out_is_not_the_training_data(config.data, config.eval_data)
     if model and config.model == "tiny" and config.data is not None:
-        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+        raise ConfigError(tiny_on_a_prompt_file(config.data))
     if config.data is None and (data or (model and config.model == "tiny")):
         check_task(config.task)
         task = build_task(config)
@@ -142,7 +146,8 @@ def check_data_source(field: str, source: str) -> None:
 
     if bare_task_name(source):  # before datasets would ask the hub for it
         fix = (f"give --task {source} (or --data task:{source})" if field == "data"
-               else f"--task {source} holds out its test split already (--eval-prompts N of them)")
+               else f"--task {source} holds out its test split already (--eval-prompts N of them); beside a "
+                    f"prompt file, give --eval-data task:{source}")
         raise DataError(f"{field}: {source!r} is a built-in task, not a dataset: {fix}")
     path = Path(source).expanduser()
     if path.exists():
@@ -166,6 +171,34 @@ def check_held_out_is_not_the_training_data(data: str | None, eval_data: str | N
         raise ConfigError(f"eval_data is the training data itself ({eval_data}): held-out accuracy would be measured "
                           f"on the prompts the run trains on; give held-out prompts of their own (or leave "
                           f"--eval-data out: no held-out accuracy)")
+
+
+def check_held_out_task(eval_data: str) -> None:
+    """``eval_data: task:NAME`` names a built-in task (its test split is held out)."""
+    name = eval_data.removeprefix("task:")
+    if not name:
+        raise ConfigError("eval_data='task:' names no task; give e.g. --eval-data task:arithmetic")
+    check_task(name)
+
+
+def tiny_on_a_prompt_file(data: str) -> str:
+    """Why ``model='tiny'`` cannot train on the prompt file ``data``, and the command that can: the tiny model is
+    warm-started on a built-in task, so a prompt file needs a trained one -- for a file ``select-prompts RUN`` wrote
+    into a run folder, that run (:func:`~reinforce_ada.runs.data.train_on_prompts_command`)."""
+    from reinforce_ada.errors import UserError
+    from reinforce_ada.runs.data import train_on_prompts_command
+    from reinforce_ada.runs.source import locate_model
+
+    head = f"model='tiny' is warm-started on a built-in task (--task), not on a prompt file such as {data}"
+    try:
+        source = locate_model(str(Path(data).expanduser().parent))
+    except UserError:
+        source = None
+    if source is not None and source.run_dir is not None and source.config is not None:
+        return (f"{head}; to train the model of the run that holds it further on these prompts, type: "
+                f"{train_on_prompts_command(source.run_dir, source.config, data)}")
+    return (f"{head}; start from a trained model instead: a run of the tiny model (--model runs/default, the demo's; "
+            f"add --eval-data task:arithmetic for its held-out accuracy) or a real --model")
 
 
 def check_task(task: str | None) -> None:
