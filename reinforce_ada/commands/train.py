@@ -1,6 +1,7 @@
-"""``reinforce-ada train``: settings from the defaults, then ``--config`` YAML, then the options (every field of
-:class:`~reinforce_ada.config.TrainConfig`, generated from the config tree), all checked before anything loads; then
-the :class:`~reinforce_ada.training.Trainer` runs and the command prints the run's summary."""
+"""``reinforce-ada train``: settings from the defaults (with ``--resume``: the run's own settings), then ``--config``
+YAML, then the options (every field of :class:`~reinforce_ada.config.TrainConfig`, generated from the config tree),
+all checked before anything loads; then the :class:`~reinforce_ada.training.Trainer` runs and the command prints the
+run's summary."""
 
 from __future__ import annotations
 
@@ -21,10 +22,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import TrainConfig, load_config
+    from reinforce_ada.config import TrainConfig
+    from reinforce_ada.config.loading import load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
-    config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    given = load_settings(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    if given.get("resume"):  # the run's own settings, changed only where given
+        from reinforce_ada.runs.folder import resume_settings
+
+        given = resume_settings(given)
+    config = TrainConfig(**given)
     from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
 
     if runs_portable({"model": config.model, "generator": config.generator}):

@@ -210,8 +210,9 @@ class TrainConfig:
     save_steps: int = 0
     """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
-    """Continue from the latest checkpoint in ``output_dir``. Settings that change what the run learns (seed,
-    strategy, learning rate, batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
+    """Continue from the latest checkpoint in ``output_dir``. On the command line the run's own settings are the
+    defaults (only what is given changes). Settings that change what the run learns (seed, strategy, learning rate,
+    batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
     overwrite: bool = False
     """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
     a folder is refused."""
