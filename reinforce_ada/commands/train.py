@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         strata = _by_stratum(Path(config.output_dir)) if changed is None else ""
         if strata:
             print(strata)
-    allocation = _allocation(Path(config.output_dir))
+    allocation = _allocation(Path(config.output_dir), config)
     if allocation:
         print(allocation)
     print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _allocation(folder: Path) -> str:
-    """A one-shot allocation's figures over the run (Est), in one line ("" for a run that logged none)."""
+def _allocation(folder: Path, config) -> str:
+    """A one-shot allocation's figures over the run (Est), in one line, and a second when no prompt came back ("" for a
+    run that logged none)."""
     import json
 
     from reinforce_ada import analyses
@@ -76,9 +77,18 @@ def _allocation(folder: Path) -> str:
     a = analyses.allocation_over_run(records)
     if not a:
         return ""
-    return (f"allocation over the run: {a['min']:.0f} / {a['mean']:.1f} / {a['max']:.0f} samples per prompt (min / "
+    line = (f"allocation over the run: {a['min']:.0f} / {a['mean']:.1f} / {a['max']:.0f} samples per prompt (min / "
             f"mean / max), {100 * a['share_hard']:.1f}% of the samples on prompts believed hard (p_hat < "
             f"{HARD_BELOW:g}), {a['memory_prompts']:.0f} prompts with a remembered estimate")
+    if a["revisits"] or not a["visits"]:
+        return line
+    every = 16 * config.prompts_per_step
+    recur = (f"--task-train-prompts {every} trains on {every} of the task's prompts, each back every 16 steps"
+             if config.data is None else
+             f"a --data file of fewer than {config.max_steps * config.prompts_per_step} prompts recurs within the run")
+    return (f"{line}\nno prompt came back: each of the {a['visits']:.0f} prompt visits was the prompt's first, so the "
+            f"pass-rate memory never shaped an allocation (every prompt got the even share); Est pays on prompts that "
+            f"recur ({recur})")
 
 
 def _by_stratum(folder: Path) -> str:
