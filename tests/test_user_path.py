@@ -159,6 +159,11 @@ def test_the_selected_prompts_train_by_the_command_the_error_and_select_prompts_
         assert _run("train", "--data", selected, *extra)[0] == 2
         assert capsys.readouterr().err.strip().endswith(f"; to train the model of the run that holds it further on "
                                                         f"these prompts, type: {command}")
+    code, out = _run("train", "--model", "runs/default", "--data", selected, "--max-steps", "1", "--output-dir",
+                     "runs/default-no-held-out")  # without --eval-data: said, not silent
+    assert code == 0 and ("no held-out accuracy: a run on a prompt file holds none out unless told (--eval-data "
+                          "FILE, or --eval-data task:NAME for 200 prompts of a built-in task's test split)") in out
+    shutil.rmtree("runs/default-no-held-out")
     code, out = _run(*shlex.split(command)[1:], "--max-steps", "2")
     assert code == 0, out
     new = Path("runs/default-selected")

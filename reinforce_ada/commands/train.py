@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         strata = _by_stratum(Path(config.output_dir)) if changed is None else ""
         if strata:
             print(strata)
+    elif config.data is not None and config.eval_data is None and config.eval_prompts:
+        print(f"no held-out accuracy: a run on a prompt file holds none out unless told (--eval-data FILE, or "
+              f"--eval-data task:NAME for {config.eval_prompts} prompts of a built-in task's test split)")
     allocation = _allocation(Path(config.output_dir), config)
     if allocation:
         print(allocation)
