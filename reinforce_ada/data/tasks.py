@@ -19,6 +19,11 @@ of 4 have no signal (measured in docs/benchmarks.md). With ``max_digits=3`` the 
 8% accuracy (88% of GRPO groups without signal): too hard to learn from on a CPU, hence the default of 2. Same
 split rule, verifier and prompt ids as ``arithmetic``.
 
+``arithmetic-chat``: arithmetic worded for a pretrained chat model (``"What is 37 + 5? Reply with just the
+number."``), one-digit ``+``, ``-``, ``*`` and two-digit plus one-digit problems, the family drawn first; a finite set
+(1,200 expressions, a quarter of them held out by the same hash rule), scored by ``last-integer`` (the last number of
+the completion). SmolLM2-135M-Instruct's first task (docs/smollm2.md).
+
 ``reasoning-gym:<dataset>``: prompts from a `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_
 procedural dataset (optional dependency; generation and scoring are offline), scored by the ``reasoning-gym``
 verifier with the dataset's own ``score_answer``. Options other than ``system_prompt`` / ``template`` go to the
@@ -71,6 +76,11 @@ class Task(ABC):
     @abstractmethod
     def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
         """``num`` distinct prompts of ``split`` (``"train"`` or ``"test"``), the same for the same ``seed``."""
+
+    def split_size(self, split: str) -> int | None:
+        """How many distinct prompts ``split`` holds, where a caller could ask for more than there are (``None``:
+        more than anyone asks for)."""
+        return None
 
     def verifier(self, **options: Any):
         """The task's default verifier (``options`` override the task's own verifier options)."""
@@ -181,6 +191,87 @@ class MixedArithmeticTask(ArithmeticTask):
             seen.add(text)
             prompts.append(Prompt(prompt_id=text, prompt=text, answer=answer,
                                   metadata={"task": self.name, "a": a, "b": b, "operator": op}))
+        return prompts
+
+
+CHAT_FAMILIES = ("1+1", "1-1", "1*1", "2+1")
+"""``arithmetic-chat``'s default families: one-digit ``+``, ``-`` and ``*``, and a two-digit plus a one-digit number."""
+
+CHAT_TEMPLATE = "What is {a} {op} {b}? Reply with just the number."
+
+
+@register_task("arithmetic-chat")
+class ChatArithmeticTask(Task):
+    """Arithmetic worded for a pretrained chat model: ``"What is 37 + 5? Reply with just the number."`` -> ``"42"``.
+
+    Each prompt first draws its *family* uniformly from ``families`` -- ``"<digits of a><op><digits of b>"``, e.g.
+    ``"1*1"`` (one-digit times one-digit) or ``"2+1"`` (a two-digit number plus a one-digit one) -- then its operands
+    uniformly among numbers of those lengths (one digit: 0-9; two digits: 10-99). The families spread the difficulty
+    for a small model: SmolLM2-135M-Instruct answers one-digit sums about 1 time in 6 with 8 new tokens and two-digit
+    sums about 1 in 50 (docs/smollm2.md gives the histogram). Every expression belongs to exactly one split by a hash
+    of its prompt text (``test_fraction`` of them, default 25%, are ``test``), so train and test never overlap and the
+    split is the same everywhere; ``prompts(num, seed, split)`` draws ``num`` distinct prompts of that split with a
+    seeded generator. Scored by the ``last-integer`` verifier (the last number of the completion). The prompt id is
+    the expression, ``"37+5"``; the family travels in ``Prompt.metadata["family"]``.
+
+    >>> task = ChatArithmeticTask()
+    >>> [(p.prompt_id, p.answer) for p in task.prompts(4, seed=0)]
+    [('10+8', '18'), ('0+0', '0'), ('4*2', '8'), ('7+8', '15')]
+    >>> task.prompts(1, seed=0)[0].prompt
+    'What is 10 + 8? Reply with just the number.'
+    """
+
+    def __init__(self, *, families: str | tuple[str, ...] = CHAT_FAMILIES, test_fraction: float = 0.25):
+        names = tuple(families.replace(",", " ").split()) if isinstance(families, str) else tuple(families)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"families must name at least one family, each once (got {families!r})")
+        self.families: dict[str, tuple[int, str, int]] = {}
+        for name in names:
+            if len(name) != 3 or name[0] not in "12" or name[1] not in "+-*" or name[2] not in "12":
+                raise ValueError(f"family {name!r} is not '<1|2><+|-|*><1|2>' (e.g. '2+1': a two-digit number "
+                                 f"plus a one-digit one)")
+            self.families[name] = (int(name[0]), name[1], int(name[2]))
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1) (got {test_fraction})")
+        self.name = "arithmetic-chat"
+        self.verifier_name = "last-integer"
+        self.verifier_options = {}
+        self.test_fraction = test_fraction
+
+    @staticmethod
+    def _operands(digits: int) -> range:
+        return range(10) if digits == 1 else range(10 ** (digits - 1), 10 ** digits)
+
+    def _prompt(self, family: str, a: int, b: int) -> Prompt:
+        op = self.families[family][1]
+        answer = a + b if op == "+" else a - b if op == "-" else a * b
+        return Prompt(prompt_id=f"{a}{op}{b}", prompt=CHAT_TEMPLATE.format(a=a, op=op, b=b), answer=str(answer),
+                      metadata={"task": self.name, "family": family, "a": a, "b": b, "operator": op})
+
+    def members(self, split: str) -> dict[str, list[tuple[int, int]]]:
+        """Every family's operand pairs ``(a, b)`` whose prompt falls in ``split``, in increasing order."""
+        return {name: [(a, b) for a in self._operands(da) for b in self._operands(db)
+                       if split_of(CHAT_TEMPLATE.format(a=a, op=op, b=b), self.test_fraction) == split]
+                for name, (da, op, db) in self.families.items()}
+
+    def split_size(self, split: str) -> int:
+        return sum(len(pairs) for pairs in self.members(split).values())
+
+    def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
+        _check_request(num, split)
+        members = self.members(split)
+        total = sum(len(pairs) for pairs in members.values())
+        if num > total:
+            raise ValueError(f"asked for {num} {split} prompts; arithmetic-chat's {split} split has {total} "
+                             f"({', '.join(f'{name}: {len(pairs)}' for name, pairs in members.items())})")
+        rng = np.random.default_rng([seed, SPLITS.index(split), 2])
+        # each family's pairs in a seeded order; a family, drawn uniformly among those with pairs left, gives its next
+        queues = {name: [pairs[i] for i in rng.permutation(len(pairs))] for name, pairs in members.items()}
+        prompts: list[Prompt] = []
+        while len(prompts) < num:
+            left = [name for name, queue in queues.items() if queue]
+            family = left[int(rng.integers(len(left)))]
+            prompts.append(self._prompt(family, *queues[family].pop()))
         return prompts
 
 

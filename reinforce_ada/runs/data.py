@@ -34,12 +34,17 @@ def run_task(cfg: TrainConfig) -> Any:
 def training_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     """The prompts the run trains on: its ``data`` file, else ``task_train_prompts`` prompts of the built-in task's
     train split (``task``, :func:`run_task`'s) drawn with ``seed`` -- or, for 0, a pool of max(4096, 4 x
-    ``batch_size``). (``reinforce-ada select-prompts RUN`` estimates the same prompts.)"""
+    ``batch_size``), or the whole train split in a seeded order where it holds fewer (``arithmetic-chat``).
+    (``reinforce-ada select-prompts RUN`` estimates the same prompts.)"""
     from reinforce_ada.data import load_prompts
 
     if cfg.data is not None:
         return load_prompts(cfg.data, **prompt_keys(cfg))
-    return task.prompts(cfg.task_train_prompts or max(4096, cfg.batch_size * 4), seed=cfg.seed, split="train")
+    num = cfg.task_train_prompts or max(4096, cfg.batch_size * 4)
+    size = task.split_size("train")
+    if not cfg.task_train_prompts and size is not None:
+        num = min(num, size)
+    return task.prompts(num, seed=cfg.seed, split="train")
 
 
 def held_out_task_name(cfg: TrainConfig) -> str | None:

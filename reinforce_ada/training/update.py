@@ -98,24 +98,35 @@ def padded(rows: list[tuple[list[int], Completion]], pad_token_id: int | None, l
 
 
 def token_logprobs(model: Any, input_ids: Any, attention_mask: Any, temperature: float, with_entropy: bool = False,
-                   entropy_grad: bool = True):
+                   entropy_grad: bool = True, first: int = 0):
     """Log-probabilities ``(B, L)`` of each token given its prefix (position 0 gets 0), at the sampling
     temperature, and optionally the entropies ``(B, L)`` of the same distributions: ``H_t = log Z_t - sum_v p_tv
     z_tv`` for the distribution that produced token ``t``. ``entropy_grad=False`` measures the entropy without
-    gradients (a metric, not a loss term: no graph is kept for it)."""
+    gradients (a metric, not a loss term: no graph is kept for it).
+
+    ``first``: the tokens before ``first + 1`` are not needed (they get 0): a model whose ``forward`` takes
+    ``logits_to_keep`` (transformers' causal LMs) then computes the vocabulary's logits only from position ``first``
+    on -- for short completions after a long prompt most of the cost of a large vocabulary."""
+    import inspect
+
     import torch
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    logits = logits / temperature
-    log_norm = torch.logsumexp(logits, dim=-1)  # (B, L-1)
-    token_logits = logits.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    logprobs = torch.nn.functional.pad(token_logits - log_norm, (1, 0))  # (B, L)
+    length = input_ids.shape[1]
+    first = min(max(int(first), 0), length - 1)
+    if first and "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=length - first).logits
+    else:
+        logits, first = model(input_ids=input_ids, attention_mask=attention_mask).logits, 0
+    logits = logits[:, :-1].float() / temperature  # (B, L - 1 - first): predicts tokens first + 1 .. L - 1
+    log_norm = torch.logsumexp(logits, dim=-1)
+    token_logits = logits.gather(-1, input_ids[:, first + 1:].unsqueeze(-1)).squeeze(-1)
+    logprobs = torch.nn.functional.pad(token_logits - log_norm, (first + 1, 0))  # (B, L)
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             scaled, norm = (logits, log_norm) if entropy_grad else (logits.detach(), log_norm.detach())
             probs = torch.softmax(scaled, dim=-1)
-            entropy = torch.nn.functional.pad(norm - (probs * scaled).sum(-1), (1, 0))
+            entropy = torch.nn.functional.pad(norm - (probs * scaled).sum(-1), (first + 1, 0))
     return logprobs, entropy
 
 
@@ -124,7 +135,7 @@ def token_entropy(model: Any, rows: list[tuple[list[int], Completion]], pad_toke
     """The policy's entropy over sampled completions (``(prompt ids, completion)`` rows): ``(sum over every
     completion token of the entropy of the model's next-token distribution there, at the sampling temperature; the
     number of those tokens)``, without gradients, in micro-batches. The held-out evaluation's ``eval/entropy`` is
-    their ratio."""
+    their ratio. Only the completions' positions get the vocabulary's logits (``token_logprobs``'s ``first``)."""
     import torch
 
     rows = [(p, c) for p, c in rows if len(c.token_ids) > 0]
@@ -139,8 +150,9 @@ def token_entropy(model: Any, rows: list[tuple[list[int], Completion]], pad_toke
         with torch.no_grad():
             for start in range(0, len(rows), micro_batch_size):
                 sl = slice(start, start + micro_batch_size)
+                first = min(len(p) for p, _ in rows[sl]) - 1  # the first completion token's distribution is here
                 _, entropy = token_logprobs(model, input_ids[sl].to(device), attention[sl].to(device), temperature,
-                                            with_entropy=True)
+                                            with_entropy=True, first=first)
                 mask = response_mask[sl].to(device)  # (b, L)
                 total += float((entropy * mask).sum())
                 count += int(mask.sum())

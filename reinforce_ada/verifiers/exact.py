@@ -10,7 +10,8 @@ first ``<eos>`` or newline, strip it; reward 1.0 if it is an integer (optional s
 ``int(Prompt.answer)``, else 0.0. Nothing is ever evaluated: ``"40+6"`` is not ``46``.
 
 ``last-integer``: for a model that explains before it answers ("To add 29 and 16 ... so the answer is 45."): reward
-1.0 if the last integer in the completion equals ``int(Prompt.answer)``, else 0.0 (no integer: 0.0).
+1.0 if the last number in the completion, read with its sign and decimal part, is the integer ``int(Prompt.answer)``
+(``45.0`` is, ``45.5`` is not), else 0.0 (no number: 0.0).
 
 All three give ``None`` ("could not score") when ``Prompt.answer`` is missing (or, for ``arithmetic`` and
 ``last-integer``, not an integer).
@@ -85,18 +86,26 @@ class ArithmeticVerifier(AnswerVerifier):
         return 1.0 if answer == reference else 0.0
 
 
-_ANY_INTEGER = re.compile(r"[+-]?\d{1,100}")
+_ANY_NUMBER = re.compile(r"[+\-\u2212]?\d{1,100}(?:\.\d{1,100})?")
+"""A signed number with an optional decimal part; ``\u2212`` is the minus sign (U+2212) some models write."""
 
 
 @register_verifier("last-integer")
 class LastIntegerVerifier(ArithmeticVerifier):
-    """1.0 when the last integer anywhere in the completion is the integer ``Prompt.answer``.
+    """1.0 when the last number anywhere in the completion is the integer ``Prompt.answer``.
+
+    The last number is read with its sign (``-``, ``+`` or the minus sign U+2212) and its decimal part, so that
+    ``"3 - 8 = -5"`` reads -5, ``"13.5"`` is not 13 and ``"13.0"`` is; text after it does not matter. A sign counts
+    only directly before the digits: ``"7 - 2"`` ends with 2, ``"5-3"`` with -3 (an expression, not an answer).
 
     >>> from reinforce_ada.types import Completion, Prompt
     >>> prompt = Prompt("q", "What is 29 + 16? Reply with just the number.", answer="45")
-    >>> texts = ["To add 29 and 16, ... so 29 + 16 = 45.", "45", "The answer is 46", "forty-five"]
-    >>> LastIntegerVerifier()([prompt] * 4, [Completion("q", t) for t in texts])
-    [1.0, 1.0, 0.0, 0.0]
+    >>> texts = ["To add 29 and 16, ... so 29 + 16 = 45.", "45", "The answer is 46", "forty-five", "45.0", "45.5"]
+    >>> LastIntegerVerifier()([prompt] * 6, [Completion("q", t) for t in texts])
+    [1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    >>> negative = Prompt("r", "What is 3 - 8? Reply with just the number.", answer="-5")
+    >>> LastIntegerVerifier()([negative] * 3, [Completion("r", t) for t in ["3 - 8 = -5", "\u22125 of course", "5"]])
+    [1.0, 1.0, 0.0]
     """
 
     def __init__(self) -> None:
@@ -104,6 +113,11 @@ class LastIntegerVerifier(ArithmeticVerifier):
 
     def answer(self, completion: Completion) -> int | None:
         last = None
-        for last in _ANY_INTEGER.finditer(completion.text):  # linear in the text; keeps the last match
+        for last in _ANY_NUMBER.finditer(completion.text):  # linear in the text; keeps the last match
             pass
-        return int(last.group()) if last is not None else None
+        if last is None:
+            return None
+        whole, _, fraction = last.group().replace("\u2212", "-").partition(".")
+        if fraction.strip("0"):
+            return None  # not an integer, so not the integer answer
+        return int(whole)

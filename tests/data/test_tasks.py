@@ -103,3 +103,51 @@ def test_mixed_arithmetic_has_operands_of_every_length_and_every_operator():
     assert not {p.prompt_id for p in test} & {p.prompt_id for p in prompts}
     with pytest.raises(ValueError, match="at most a quarter"):
         task.prompts(5000, seed=0, split="test")
+
+
+def test_chat_arithmetic_split_is_fixed():
+    """The split is a hash of the prompt text: the same expressions are held out on every machine and for every seed
+    (these are the first held-out expressions of each family, in order), train and test never share one, and
+    together they are every expression of the families."""
+    from reinforce_ada.data.tasks import ChatArithmeticTask
+
+    task = ChatArithmeticTask()
+    test, train = task.members("test"), task.members("train")
+    assert {name: pairs[:3] for name, pairs in test.items()} == {
+        "1+1": [(1, 0), (1, 2), (1, 6)], "1-1": [(0, 4), (1, 4), (1, 5)], "1*1": [(0, 1), (0, 6), (0, 8)],
+        "2+1": [(10, 3), (10, 7), (11, 1)]}
+    assert {name: len(pairs) for name, pairs in test.items()} == {"1+1": 30, "1-1": 22, "1*1": 18, "2+1": 217}
+    for name in task.families:
+        assert not set(test[name]) & set(train[name])
+        assert len(test[name]) + len(train[name]) == (100 if name[0] == "1" else 900)
+    held_out = task.prompts(64, seed=3, split="test")
+    assert all(split_of(p.prompt, 0.25) == "test" for p in held_out)
+    assert not {p.prompt_id for p in held_out} & {p.prompt_id for p in task.prompts(200, seed=3, split="train")}
+    assert [p.prompt_id for p in task.prompts(8, seed=3)] == [p.prompt_id for p in task.prompts(8, seed=3)]
+    assert [p.prompt_id for p in task.prompts(8, seed=3)] != [p.prompt_id for p in task.prompts(8, seed=4)]
+
+
+def test_chat_arithmetic_prompts_answers_and_families():
+    from collections import Counter
+
+    task = get_task("arithmetic-chat")
+    assert "arithmetic-chat" in list_tasks() and task.verifier_name == "last-integer"
+    prompts = task.prompts(96, seed=0)
+    for p in prompts:
+        a, op, b = p.metadata["a"], p.metadata["operator"], p.metadata["b"]
+        assert p.prompt == f"What is {a} {op} {b}? Reply with just the number."
+        assert p.prompt_id == f"{a}{op}{b}" and int(p.answer) == (a + b if op == "+" else a - b if op == "-" else a * b)
+        digits_a, _, digits_b = p.metadata["family"]
+        assert len(str(a)) == int(digits_a) and len(str(b)) == int(digits_b)
+    families = Counter(p.metadata["family"] for p in prompts)
+    assert set(families) == {"1+1", "1-1", "1*1", "2+1"} and min(families.values()) >= 15  # drawn family first
+    assert len({p.prompt_id for p in prompts}) == 96
+    verifier = task.verifier()
+    assert verifier(prompts[:2], [Completion(p.prompt_id, f"The answer is {p.answer}.") for p in prompts[:2]]) == [
+        1.0, 1.0]
+    only = get_task("arithmetic-chat", families="2+1,1*1")
+    assert {p.metadata["family"] for p in only.prompts(20, seed=0)} == {"2+1", "1*1"}
+    with pytest.raises(ValueError, match=r"family '3\+1'"):
+        get_task("arithmetic-chat", families="3+1")
+    with pytest.raises(ValueError, match="has 287"):
+        task.prompts(300, seed=0, split="test")

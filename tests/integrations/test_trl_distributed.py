@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,33 +81,92 @@ def test_two_processes_agree_on_rounds(tmp_path):
     assert main["weight_syncs"] == 2
 
 
-@pytest.mark.slow
-def test_two_processes_share_one_est_memory(tmp_path):
-    """Est on two processes: each process's rows are its own prompts' allocation (16 rows, 2 prompts), the memories
-    are identical after every step, and a prompt drawn by the other process next uses the estimate its last visit
-    left -- whichever process made that visit."""
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.sampling.estimate import est_memory
+def _run_single(tmp_path, which: str) -> None:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), which], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
 
+
+@pytest.fixture(scope="module")
+def est_runs(tmp_path_factory):
+    """Est, 8 steps of 4 prompts x 8 rows: on two processes (16 rows each), and on one holding the same 32 rows."""
+    tmp_path = tmp_path_factory.mktemp("trl_est_processes")
     _launch(tmp_path, "est")
-    runs = [json.loads((tmp_path / f"est-rank{i}.json").read_text())["est"] for i in range(2)]
-    assert [r["global_step"] for r in runs] == [6, 6]
-    steps = [r["steps"] for r in runs]
-    moved = 0
-    last_rank: dict[str, int] = {}
-    for t in range(6):
-        assert steps[0][t]["memory"] == steps[1][t]["memory"], f"the memories differ after step {t + 1}"
+    _run_single(tmp_path, "est-single")
+    two = [json.loads((tmp_path / f"est-rank{i}.json").read_text())["est"] for i in range(2)]
+    one = json.loads((tmp_path / "est-single-rank0.json").read_text())["est"]
+    assert [r["num_processes"] for r in two] == [2, 2] and one["num_processes"] == 1
+    assert [r["global_step"] for r in two] == [8, 8] == [one["global_step"]] * 2
+    return two, one
+
+
+@pytest.mark.slow
+def test_two_processes_make_one_allocation_per_step(est_runs):
+    """Every step: both processes hold the step's 4 prompts and the same counts; the union of their rows is the
+    allocation that est_allocation makes over the step's prompts from the memory the previous step left (32 rows);
+    each process trains exactly its 16; the memories stay identical; and the allocation moved off the even split."""
+    from collections import Counter
+
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.sampling.estimate import est_allocation, est_memory
+
+    two, _ = est_runs
+    uneven = 0
+    for t in range(8):
+        steps = [two[rank]["steps"][t] for rank in (0, 1)]
+        assert steps[0]["keys"] == steps[1]["keys"] and steps[0]["counts"] == steps[1]["counts"]
+        assert steps[0]["memory"] == steps[1]["memory"], f"the memories differ after step {t + 1}"
+        assert [s["rows"] for s in steps] == [len(s["local_advantages"]) for s in steps] == [16, 16]
+        memory = est_memory(SamplerConfig.reinforce_ada_est())  # Est's settings; the state brings the counts
+        if t:
+            memory.load_state_dict(two[0]["steps"][t - 1]["memory"])
+        counts, p_hat, budget = est_allocation(memory, steps[0]["keys"], SamplerConfig.reinforce_ada_est())
+        union = Counter(steps[0]["local"]) + Counter(steps[1]["local"])
+        assert budget == 32 and [union[k] for k in steps[0]["keys"]] == counts.tolist() == steps[0]["counts"]
+        assert p_hat.tolist() == steps[0]["p_hat"]
+        uneven += len(set(counts.tolist())) > 1
+    assert uneven >= 3, "the allocation hardly left the even split: the test shows little"
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_process_holding_the_global_batch(est_runs):
+    """Counts, every row's advantage and the memory of the two-process run equal those of one process training the
+    same 32-row batches, step by step; each process's loss sees its slice of the global advantages."""
+    two, one = est_runs
+    for t in range(8):
+        single = one["steps"][t]
         for rank in (0, 1):
-            step = steps[rank][t]
-            assert step["rows"] == step["loss_rows"] == sum(step["counts"]) == 16 and len(step["keys"]) == 2
-            if t == 0:
-                continue
-            memory = est_memory(SamplerConfig.reinforce_ada_est())  # Est's settings; the state brings the counts
-            memory.load_state_dict(steps[rank][t - 1]["memory"])
-            assert step["p_hat"] == [memory.pass_rate(k) for k in step["keys"]]
-            for key in step["keys"]:
-                moved += last_rank.get(key, rank) != rank
-        for rank in (0, 1):
-            last_rank.update({key: rank for key in steps[rank][t]["keys"]})
-    assert moved > 0, "no prompt moved between the processes: the test shows nothing"
-    assert sorted({k for s in steps[0] + steps[1] for k in s["keys"]}) == sorted(steps[0][-1]["memory"]["entries"])
+            step = two[rank]["steps"][t]
+            assert step["keys"] == single["keys"] and step["counts"] == single["counts"], f"step {t + 1}"
+            assert step["rewards"] == single["rewards"]
+            assert step["advantages"] == pytest.approx(single["advantages"], abs=1e-12)
+            assert step["memory"] == single["memory"]
+            start = 16 * rank
+            assert step["local_start"] == start
+            assert step["local_advantages"] == pytest.approx(single["advantages"][start:start + 16], abs=1e-6)
+        assert two[0]["logs"][t]["ada/est/alloc_max"] == one["logs"][t]["ada/est/alloc_max"]
+
+
+@pytest.mark.slow
+def test_a_prompt_straddling_two_processes_has_one_baseline(est_runs):
+    """Where a prompt's rows lie on both processes, each process's advantages for them are (r - rbar) / sqrt(rbar +
+    1e-6) with rbar the mean of the prompt's rows on both processes."""
+    import math
+
+    two, _ = est_runs
+    straddled = 0
+    for t in range(8):
+        steps = [two[rank]["steps"][t] for rank in (0, 1)]
+        rewards = steps[0]["rewards"]  # (32,) every row's, process order
+        keys = steps[0]["local"] + steps[1]["local"]
+        local_advantages = steps[0]["local_advantages"] + steps[1]["local_advantages"]
+        for key in set(steps[0]["local"]) & set(steps[1]["local"]):
+            straddled += 1
+            rows = [i for i, k in enumerate(keys) if k == key]
+            rbar = sum(rewards[i] for i in rows) / len(rows)
+            expected = [(rewards[i] - rbar) * min(1 / math.sqrt(rbar + 1e-6), 8.0) for i in rows]
+            assert [local_advantages[i] for i in rows] == pytest.approx(expected, abs=1e-5), key
+    assert straddled >= 2, "no prompt straddled the processes: the test shows nothing"

@@ -66,8 +66,8 @@ class EstRecordingTrainer(AdaGRPOTrainer):
         rows = []
         original = self.ada_est.assign_rows
 
-        def assign(batch):
-            rows.extend(original(batch))
+        def assign(batch, *args):
+            rows.extend(original(batch, *args))
             step = self.ada_est.step
             self.steps.append({"prompts": step.prompts, "counts": step.counts.tolist(), "memory": memory_before})
             return rows
@@ -178,20 +178,29 @@ def test_equivalent_to_the_standalone_est_sampler(run):
     assert sampler.memory.state_dict() == trainer.ada_est.memory.state_dict()
 
 
-def test_resume_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("shuffle, checkpoint_step", [(False, 2), (True, 1)])
+def test_resume_is_bit_identical(tmp_path, shuffle, checkpoint_step):
+    """A run resumed from a checkpoint ends with the same weights (bit for bit) and memory as an uninterrupted one:
+    with ``shuffle_dataset=False`` from any checkpoint (here after the first epoch: 4 prompts, 2 a step), and with
+    TRL's shuffling from a checkpoint inside the first epoch (step 1 of 2). After the first epoch TRL's
+    ``RepeatSampler`` (no epoch seed) draws the first epoch's order again on resume, for GRPOTrainer as for this
+    trainer: docs/trl.md says so."""
     def train(args, resume=None):
         torch.manual_seed(0)
-        trainer = AdaGRPOTrainer(model=build_tiny_model(), reward_funcs=est_reward, args=args,
-                                 train_dataset=dataset(), processing_class=build_char_tokenizer())
+        trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=est_reward, args=args,
+                                      train_dataset=dataset(), processing_class=build_char_tokenizer())
         trainer.train(resume_from_checkpoint=resume)
         return trainer
 
-    whole = train(est_args(tmp_path / "whole", max_steps=4))
-    first = est_args(tmp_path / "part", max_steps=4, save_strategy="steps", save_steps=2)
+    whole = train(est_args(tmp_path / "whole", max_steps=4, shuffle_dataset=shuffle))
+    first = est_args(tmp_path / "part", max_steps=4, save_strategy="steps", save_steps=checkpoint_step,
+                     shuffle_dataset=shuffle)
     train(first)
-    checkpoint = tmp_path / "part" / "run" / "checkpoint-2"
+    checkpoint = tmp_path / "part" / "run" / f"checkpoint-{checkpoint_step}"
     assert "est" in json.loads((checkpoint / "ada_sampler_state_0.json").read_text())
-    resumed = train(est_args(tmp_path / "part", max_steps=4), resume=str(checkpoint))
+    resumed = train(est_args(tmp_path / "part", max_steps=4, shuffle_dataset=shuffle), resume=str(checkpoint))
+    assert [[p.prompt for p in s["prompts"]] for s in resumed.steps] == [
+        [p.prompt for p in s["prompts"]] for s in whole.steps[checkpoint_step:]]
     assert resumed.ada_est.memory.state_dict() == whole.ada_est.memory.state_dict()
     final = dict(whole.model.named_parameters())
     for name, value in resumed.model.named_parameters():
@@ -311,6 +320,31 @@ def test_est_generates_through_trls_vllm_modes(tmp_path, monkeypatch, vllm_mode)
         assert fake.generate_calls == [{"num_prompts": 16, "n": 1}] * 4
     assert [sum(s["counts"]) for s in trainer.steps] == [16] * 4
     assert any(len(set(s["counts"])) > 1 for s in trainer.steps[2:])
+
+
+@pytest.mark.parametrize("overrides, steps_per_allocation", [
+    ({"steps_per_generation": 2, "max_steps": 4}, 2),  # one generation of 32 rows feeds two optimizer steps
+    ({"num_iterations": 2, "max_steps": 4}, 2),  # one generation of 16 rows is trained on twice
+])
+def test_buffered_generations_keep_their_allocation(tmp_path, overrides, steps_per_allocation):
+    """With ``steps_per_generation > 1`` or ``num_iterations > 1`` TRL buffers a generation batch and trains several
+    optimizer steps on it: Est allocates once per generation batch (its whole rows) and every optimizer step trains
+    rows of that allocation with the advantages it made."""
+    trainer = EstRecordingTrainer(model=build_tiny_model(), reward_funcs=est_reward, args=est_args(tmp_path, **overrides),
+                                  train_dataset=dataset(), processing_class=build_char_tokenizer())
+    trainer.train()
+    assert trainer.state.global_step == 4
+    assert len(trainer.steps) == 4 // steps_per_allocation
+    rows = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
+    assert [sum(s["counts"]) for s in trainer.steps] == [rows] * len(trainer.steps)
+    for k, step in enumerate(trainer.steps):
+        trained = [x["advantages"] for x in trainer.loss_inputs[k * steps_per_allocation:(k + 1) * steps_per_allocation]]
+        seen = sorted(torch.cat(trained).tolist())
+        if trainer.args.num_iterations > 1:  # the same rows every iteration
+            for t in trained:
+                assert sorted(t.tolist()) == pytest.approx(sorted(step["advantages"]), abs=1e-6)
+        else:  # the generation's rows, split over the optimizer steps
+            assert seen == pytest.approx(sorted(step["advantages"]), abs=1e-6)
 
 
 @pytest.mark.fault("docs/trl.md's Est snippet on a CPU (it stopped: \"Your setup doesn't support bf16/gpu\"; with the "

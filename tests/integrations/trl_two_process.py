@@ -11,7 +11,8 @@ gloo). The dataset is ordered so that one process holds only "easy" prompts (the
   exists on the main process alone (another process touching it would fail).
 
 A third, ``est`` (``... OUT_DIR est``): Reinforce-Ada-Est on the two processes, writing ``OUT_DIR/est-rank{i}.json``
-with each step's keys, counts, estimates and memory.
+with each step's allocation, rows, rewards, advantages and memory; ``python trl_two_process.py OUT_DIR est-single``
+runs the same on one process holding the same global batch (``OUT_DIR/est-single-rank0.json``).
 
 Each process writes ``OUT_DIR/rounds-rank{i}.json`` with, per run and training step, its own number of sampling rounds and
 the number of generation rounds it took part in (which must be equal on every process).
@@ -119,34 +120,75 @@ def train(out_dir: str, mode: str) -> dict:
 
 
 def est_reward(prompts, completions, **kwargs):
-    """1+1 and 2+2 always correct; 3+3 and 4+4 when the completion's first character code is divisible by 4."""
+    """1+1 and 2+2 always correct; the others when the completion's first character code is divisible by 4."""
     return [1.0 if p in ("1+1=", "2+2=") else float(bool(c) and ord(c[0]) % 4 == 0)
             for p, c in zip(prompts, completions)]
 
 
-def train_est(out_dir: str) -> dict:
-    """Reinforce-Ada-Est on two processes: 4 prompts, 2 per process per step (the whole set every step, reshuffled
-    every step, so prompts move between processes); what each process allocated and remembered, step by step."""
+EST_PROMPTS = ["1+1=", "2+2=", "3+3=", "4+4=", "5+5=", "6+6=", "7+7=", "8+8="]
+EST_STEPS = 8
+EST_STEP_ROWS = 32  # the step's rows over every process: 4 prompts x num_generations 8
+
+
+def train_est(out_dir: str, which: str) -> dict:
+    """Reinforce-Ada-Est with the step's 4 prompts (of 8, TRL's shuffling: prompts recur and move between processes)
+    on the processes this was launched with -- ``est`` on two, 16 rows each; ``est-single`` on one holding the same
+    32-row global batch. Records, per step: the step's prompts, counts and estimates, this process's rows' prompts,
+    the gathered rewards, the advantages of every row and of this process's rows, and the memory after the step.
+
+    Completions are a function of the prompt and of the row's rank among its prompt's rows in the step's global
+    layout (the generation is replaced, the rest is TRL's), so one process and two see the same completions and
+    rewards, and their counts, advantages and memory can be compared exactly."""
+    import random
+
+    import torch
+    from accelerate import PartialState
     from datasets import Dataset
 
     from reinforce_ada.integrations.trl import AdaGRPOConfig, AdaGRPOTrainer
     from reinforce_ada.models import build_char_tokenizer, build_tiny_model
+    from reinforce_ada.models.tiny import TINY_VOCAB
     from reinforce_ada.sampling.memory import prompt_key
+
+    tokenizer = build_char_tokenizer()
 
     class Recording(AdaGRPOTrainer):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.record = []
 
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args):
+            step = self.ada_est.step
+            first = {}  # the prompt's first row in the global layout
+            for row, x in enumerate(step.index.tolist()):
+                first.setdefault(x, row)
+            rows = range(step.local_rows.start, step.local_rows.stop)
+            completion_ids = []
+            for row in rows:
+                x = int(step.index[row])
+                rng = random.Random(f"{step.prompts[x].prompt}|{row - first[x]}")
+                length = rng.randint(1, 6)
+                ids = [rng.randrange(3, len(TINY_VOCAB)) for _ in range(length)]
+                completion_ids.append(ids + [tokenizer.eos_token_id] * (length < 6))
+            return completion_ids, None
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            if self.model.training:
+                self._gathered = rewards[:, 0].tolist()
+            return rewards
+
         def _est_generate_and_score(self, inputs):
             original = self.ada_est.assign_rows
             seen = {}
 
-            def assign(batch):
-                rows = original(batch)
+            def assign(batch, *args):
+                rows = original(batch, *args)
                 step = self.ada_est.step
                 seen.update(keys=[prompt_key(p) for p in step.prompts], counts=step.counts.tolist(),
-                            p_hat=step.p_hat.tolist(), rows=len(rows))
+                            p_hat=step.p_hat.tolist(), local=[prompt_key(step.prompts[x])
+                                                              for x in step.index[step.local_rows].tolist()],
+                            rows=len(rows), local_start=step.local_rows.start)
                 return rows
 
             self.ada_est.assign_rows = assign
@@ -154,24 +196,31 @@ def train_est(out_dir: str) -> dict:
                 output = super()._est_generate_and_score(inputs)
             finally:
                 del self.ada_est.assign_rows
-            self.record.append({**seen, "memory": self.ada_est.memory.state_dict(),
-                                "loss_rows": int(output["advantages"].numel())})
+            self.record.append({**seen, "rewards": self._gathered,
+                                "advantages": self.ada_est.last_advantages.tolist(),
+                                "local_advantages": output["advantages"].tolist(),
+                                "memory": self.ada_est.memory.state_dict()})
             return output
 
-    dataset = Dataset.from_dict({"prompt": ["1+1=", "2+2=", "3+3=", "4+4="], "answer": ["2", "4", "6", "8"]})
+    num_processes = int(os.environ.get("WORLD_SIZE", "1"))  # as the launcher set it (PartialState is not up yet)
+    dataset = Dataset.from_dict({"prompt": EST_PROMPTS, "answer": [str(2 * i) for i in range(1, 9)]})
     args = AdaGRPOConfig(
-        output_dir=os.path.join(out_dir, "est"), use_cpu=True, report_to=[], bf16=False, save_strategy="no",
-        mode="est", num_generations=8, per_device_train_batch_size=16, scale_rewards="none",
-        max_completion_length=MAX_COMPLETION_LENGTH, max_steps=6, logging_steps=1, learning_rate=1e-2, seed=0)
+        output_dir=os.path.join(out_dir, which), use_cpu=True, report_to=[], bf16=False, save_strategy="no",
+        mode="est", num_generations=8, per_device_train_batch_size=EST_STEP_ROWS // num_processes,
+        scale_rewards="none", max_completion_length=MAX_COMPLETION_LENGTH, max_steps=EST_STEPS, logging_steps=1,
+        learning_rate=1e-2, seed=0)
+    torch.manual_seed(0)
     trainer = Recording(model=build_tiny_model(), reward_funcs=est_reward, args=args, train_dataset=dataset,
-                        processing_class=build_char_tokenizer())
+                        processing_class=tokenizer)
     trainer.train()
-    return {"global_step": trainer.state.global_step, "steps": trainer.record}
+    return {"global_step": trainer.state.global_step, "num_processes": PartialState().num_processes,
+            "steps": trainer.record,
+            "logs": [h for h in trainer.state.log_history if "ada/est/alloc_max" in h]}
 
 
 def main(out_dir: str, which: str = "rounds") -> None:
-    if which == "est":
-        results = {"est": train_est(out_dir)}
+    if which.startswith("est"):
+        results = {"est": train_est(out_dir, which)}
     else:
         results = {mode: train(out_dir, mode) for mode in ("plain", "server")}
     from accelerate import PartialState

@@ -166,3 +166,25 @@ def test_a_callable_verifier_is_returned_unchanged():
     assert get_verifier(mine) is mine
     with pytest.raises(ValueError, match="ignored"):
         get_verifier(mine, timeout=3)
+
+
+@pytest.mark.parametrize("text, answer, reward", [
+    ("42", "42", 1.0),
+    ("The answer is 42.", "42", 1.0),  # trailing text
+    ("37 + 5 = 42", "42", 1.0),  # the last number, not the first
+    ("42 is what 37 + 5 makes", "42", 0.0),  # ... even when the answer came first
+    ("3 - 8 = -5", "-5", 1.0),  # a sign directly before the digits
+    ("3 - 8 = 5", "-5", 0.0),
+    ("\u22125", "-5", 1.0),  # the minus sign U+2212
+    ("+7", "7", 1.0),
+    ("7 - 2", "2", 1.0),  # "- 2" with a space is not a negative number
+    ("5-3", "-3", 1.0),  # "-3" directly after a digit is still read with its sign
+    ("42.0", "42", 1.0),
+    ("42.5", "42", 0.0),  # not an integer, so not the answer
+    ("4 2", "42", 0.0),
+    ("forty-two", "42", 0.0),  # no number
+    ("", "42", 0.0),
+])
+def test_last_integer_reads_the_last_number(text, answer, reward):
+    prompt = Prompt("q", "What is it? Reply with just the number.", answer=answer)
+    assert get_verifier("last-integer")([prompt], [Completion("q", text)]) == [reward]

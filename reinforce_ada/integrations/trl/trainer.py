@@ -223,24 +223,25 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
 
         est = self.ada_est
         assert est is not None
-        rows = est.assign_rows(inputs)
+        accelerator = self.accelerator
+        rows = est.assign_rows(inputs, gather_object, accelerator.process_index, accelerator.num_processes)
         self._ada_est_values = None
         try:
             output = super()._generate_and_score_completions(rows)
             values = self._ada_est_values
+            if values is None:
+                raise RuntimeError("TRL did not score the rows through _calculate_rewards")
+        except BaseException:
+            est.step = None  # the step's allocation dies with it; the memory is as it was
+            raise
         finally:
             self._ada_est_values = None
-            est.step, local = None, est.step
-        if values is None:
-            raise RuntimeError("TRL did not score the rows through _calculate_rewards")
-        steps = gather_object([local])  # every process's allocation, in process order
+        local_rows = est.step.local_rows  # type: ignore[union-attr]
         advantages, metrics = est.finish(
-            values.detach().cpu().double().numpy(), [len(rows)] * len(steps), steps,
-            weights=self.reward_weights.detach().cpu().double().numpy(), correctness=self.ada_correctness,
-            aggregation=self.args.multi_objective_aggregation, scale_rewards=self.args.scale_rewards,
-            epsilon=self.args.advantage_epsilon)
-        start = self.accelerator.process_index * len(rows)
-        output["advantages"] = torch.tensor(advantages[start:start + len(rows)], dtype=output["advantages"].dtype,
+            values.detach().cpu().double().numpy(), weights=self.reward_weights.detach().cpu().double().numpy(),
+            correctness=self.ada_correctness, aggregation=self.args.multi_objective_aggregation,
+            scale_rewards=self.args.scale_rewards, epsilon=self.args.advantage_epsilon)
+        output["advantages"] = torch.tensor(advantages[local_rows], dtype=output["advantages"].dtype,
                                             device=output["advantages"].device)
         # TRL grouped its (discarded) advantages and frac_reward_zero_std by blocks of num_generations rows
         logged = self._logs["advantages"]  # a bounded deque

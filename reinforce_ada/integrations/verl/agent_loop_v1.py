@@ -9,6 +9,12 @@ prompt, where ``n`` is the prompt's ``__rollout_n__`` when the batch carries one
 (:meth:`~reinforce_ada.integrations.verl.est.EstDriver.allocate`) and then dispatches as verl does. Validation
 batches pass through untouched (``val_kwargs.n`` samples each).
 
+Every training submission comes through here: ``PPOTrainer._submit_batch_to_rollout`` (the step's batch, the
+asynchronous modes' warm-up and the replay buffer's refills) and ``_reissue_inflight_prompts`` (a resumed
+asynchronous run's in-flight prompts, with their uids). Before allocating, the manager releases the allocations of
+groups TransferQueue no longer holds -- the replay buffer cleared them (``ReplayBuffer._clear_groups``: a stale or
+failed group) -- so they are neither remembered nor left waiting.
+
 It also owns the driver's :class:`~reinforce_ada.integrations.verl.est.EstDriver`: created (and installed for the
 ``reinforce_ada_est`` estimator) when verl builds the manager, which is after the trainer has loaded its
 checkpoint; when verl resumed from a ``global_step_N`` folder, the memory is read back from the same folder, found
@@ -23,6 +29,7 @@ import os
 from typing import Any
 
 import numpy as np
+import transfer_queue as tq
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 from verl.utils import tensordict_utils as tu
 from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
@@ -41,6 +48,9 @@ ROLLOUT_N_KEY = "__rollout_n__"
 """The per-prompt sample count verl's v1 agent-loop workers read from a batch row."""
 METRICS_FILE = "reinforce_ada_est_metrics.jsonl"
 """Est's per-step metrics, next to verl's checkpoints (``trainer.default_local_dir``)."""
+TRAIN_PARTITION = "train"
+"""The TransferQueue partition verl's v1 trainer keeps training prompts and trajectories in (keys ``{uid}`` and
+``{uid}_{session}_{index}``; ``PPOTrainer._submit_batch_to_rollout``, ``ReplayBuffer``)."""
 
 
 def _plain(value: Any) -> Any:
@@ -106,7 +116,19 @@ class ReinforceAdaEstAgentLoopManager(AgentLoopManagerTQ):
 
     def generate_sequences(self, prompts: Any) -> None:  # type: ignore[override]
         if not tu.get(prompts, "validate", False):
+            self.release_dropped_groups()
             uids, est_prompts_ = est_prompts(prompts)
             counts = self.est.allocate(uids, est_prompts_, step=int(tu.get(prompts, "global_steps", 0)))
             tu.assign_non_tensor_stack(prompts, ROLLOUT_N_KEY, [int(n) for n in counts])
         return super().generate_sequences(prompts)
+
+    def release_dropped_groups(self) -> None:
+        """Release the allocations whose group TransferQueue holds neither the prompt nor a trajectory of: verl's
+        replay buffer dropped it before training (its staleness rule, ``trainer.v1.sampler.
+        max_off_policy_threshold``, or a failed session), and it refills right away, through this manager. With
+        nothing pending (a sync step trains every group it submitted) TransferQueue is not asked."""
+        if not self.est.pending:
+            return
+        held = tq.kv_list(TRAIN_PARTITION) or {}
+        live = {key.split("_", 1)[0] for key in held.get(TRAIN_PARTITION, {})}
+        self.est.release([uid for uid in self.est.pending if uid not in live])

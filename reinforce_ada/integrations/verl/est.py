@@ -19,6 +19,14 @@ them, and saves checkpoints. Est hooks into those three places and nowhere else:
    allocations still waiting for their rewards go into ``<global_step_N>/reinforce_ada_est.json``; the manager reads
    them back when verl resumes from that folder.
 
+In verl's asynchronous modes (``trainer.v1.trainer_mode`` ``colocate_async`` / ``separate_async``) prompts are
+handed to generation ahead of training (the warm-up, each step's batch, the replay buffer's refills), so a prompt is
+allocated from the memory as it stands when it is submitted, and its visit lands when its group is trained, some
+steps later (the lag, reported per estimator call). A group verl drops before training (the replay buffer's staleness
+rule, a failed session) never reaches the estimator: it updates the memory not at all, and its allocation is
+released (:meth:`EstDriver.release`) once verl no longer holds it. A prompt verl dispatches again with its uid (the
+in-flight prompts a resumed run re-issues) keeps the count it was allocated.
+
 The estimator and the manager run in the same driver process and share one :class:`EstDriver`
 (:func:`install_driver` / :func:`current_driver`): verl calls an estimator with tensors and the ``algorithm`` config
 only, so a module-level handle is the one way to reach the memory without a copied trainer.
@@ -85,20 +93,46 @@ class EstDriver:
         self.pending: dict[str, Allocation] = {}
         self.metrics_path = metrics_path
         self.last_metrics: dict[str, float] = {}
+        # The step of the latest submission. verl submits the step's batch first thing in every step
+        # (PPOTrainer.prepare_step), so this is the step the estimator's groups are trained in.
+        self.latest_step = 0
 
     # -- step 1-2: allocation -------------------------------------------------------------------------------------
     def allocate(self, uids: Sequence[str], prompts: Sequence[Prompt], step: int) -> np.ndarray:
         """``N_x`` ``(B,)`` for a batch of prompts (``prompts[i]`` carries ``uids[i]``), from the memory as it is;
-        each uid is remembered until its rewards arrive."""
+        each uid is remembered until its rewards arrive.
+
+        The budget is per prompt, ``est.samples_per_prompt x`` the prompts allocated, whatever the call's size (a
+        step's batch, an async warm-up, a refill of one prompt). A uid already waiting for its rewards is a prompt
+        verl dispatches again (a resumed run re-issues its in-flight prompts with their uids): it keeps its count
+        and is not allocated again."""
         if len(uids) != len(prompts):
             raise ValueError(f"{len(uids)} uids for {len(prompts)} prompts")
-        counts, p_hat, budget = est_allocation(self.memory, prompts, self.config)
-        for uid, prompt, n in zip(uids, prompts, counts):
-            self.pending[str(uid)] = Allocation(prompt_key(prompt), int(n), int(step))
-        metrics = {f"{METRIC_PREFIX}{k}": v for k, v in allocation_summary(counts, p_hat).items()}
-        metrics[f"{METRIC_PREFIX}budget"] = float(budget)
+        uids = [str(uid) for uid in uids]
+        self.latest_step = max(self.latest_step, int(step))
+        fresh = [i for i, uid in enumerate(uids) if uid not in self.pending]
+        counts = np.array([self.pending[uid].num_samples if uid in self.pending else 0 for uid in uids], dtype=np.int64)
+        metrics = {f"{METRIC_PREFIX}redispatched_prompts": float(len(uids) - len(fresh))}
+        if fresh:
+            fresh_counts, p_hat, budget = est_allocation(self.memory, [prompts[i] for i in fresh], self.config)
+            for i, n in zip(fresh, fresh_counts):
+                counts[i] = int(n)
+                self.pending[uids[i]] = Allocation(prompt_key(prompts[i]), int(n), int(step))
+            metrics.update({f"{METRIC_PREFIX}{k}": v for k, v in allocation_summary(fresh_counts, p_hat).items()})
+            metrics[f"{METRIC_PREFIX}budget"] = float(budget)
         self._report("allocate", step, metrics)
         return counts
+
+    def release(self, uids: Sequence[str]) -> None:
+        """Forget the allocations of groups verl dropped before training (the replay buffer's staleness rule, a
+        failed session): their rewards never reach the estimator, so they update the memory not at all."""
+        released = [self.pending.pop(str(uid)) for uid in uids if str(uid) in self.pending]
+        if not released:
+            return
+        lags = np.array([self.latest_step - a.step for a in released], dtype=np.float64)
+        self._report("release", self.latest_step, {f"{METRIC_PREFIX}released_prompts": float(len(released)),
+                                                   f"{METRIC_PREFIX}released_lag/max": float(lags.max()),
+                                                   f"{METRIC_PREFIX}pending_prompts": float(len(self.pending))})
 
     # -- steps 4-5: advantages, then the memory -------------------------------------------------------------------
     def advantages(self, rewards: np.ndarray, index: np.ndarray, has_response: np.ndarray) -> np.ndarray:
@@ -131,16 +165,21 @@ class EstDriver:
             keys.append(self.pending[uid].key)
             num_positive.append(float(positive[in_group].sum()))
             num_negative.append(float((~positive[in_group]).sum()))
-        step = max(self.pending[uid].step for uid in uids)
+        lags = np.array([self.latest_step - self.pending[uid].step for uid in uids], dtype=np.float64)  # (G,)
         for uid in uids:
             del self.pending[uid]
         remember_visits(self.memory, keys, num_positive, num_negative)
         metrics = {f"{METRIC_PREFIX}{k}": v for k, v in weight_metrics.items()}
         metrics[f"{METRIC_PREFIX}memory_prompts"] = float(len(self.memory))
         metrics[f"{METRIC_PREFIX}pending_prompts"] = float(len(self.pending))
+        metrics[f"{METRIC_PREFIX}prompts"] = float(len(uids))
+        metrics[f"{METRIC_PREFIX}rows"] = float(rows.sum())
         metrics[f"{METRIC_PREFIX}rows_per_prompt/min"] = float(rows.min())
         metrics[f"{METRIC_PREFIX}rows_per_prompt/max"] = float(rows.max())
-        self._report("advantage", step, metrics)
+        metrics[f"{METRIC_PREFIX}lag/min"] = float(lags.min())
+        metrics[f"{METRIC_PREFIX}lag/mean"] = float(lags.mean())
+        metrics[f"{METRIC_PREFIX}lag/max"] = float(lags.max())
+        self._report("advantage", self.latest_step, metrics)
         return advantages
 
     def _report(self, event: str, step: int, metrics: dict[str, float]) -> None:
@@ -162,6 +201,7 @@ class EstDriver:
             raise ValueError(f"Est's verl state has version {state.get('version')!r}, expected {STATE_VERSION}")
         self.memory.load_state_dict(state["memory"])
         self.pending = {uid: Allocation(key, int(n), int(step)) for uid, (key, n, step) in state["pending"].items()}
+        self.latest_step = max([self.latest_step] + [a.step for a in self.pending.values()])
 
     def save(self, folder: str) -> str:
         """Write the state into a verl ``global_step_N`` folder; returns the file's path."""
