@@ -93,14 +93,17 @@ def budget_by_pass_rate(records: Records) -> dict[str, tuple[float, float]]:
 def allocation_over_run(records: Records) -> dict[str, float]:
     """A one-shot allocation over the run's steps: ``min`` / ``max`` samples a prompt got in any step, ``mean`` samples
     per prompt (all samples over all prompt-visits), ``share_hard`` (the samples on prompts whose estimate was below
-    the hard threshold, over all samples) and ``memory_prompts`` (prompts with a remembered estimate after the last
-    step); empty when the run logged no allocation.
+    the hard threshold, over all samples), ``memory_prompts`` (prompts with a remembered estimate after the last
+    step), ``visits`` (prompt-visits) and ``revisits`` (visits of a prompt the memory already had an estimate of:
+    all visits but those ``by_pass_rate/unseen`` counts); empty when the run logged no allocation.
 
     >>> allocation_over_run([{"sampling/alloc_min": 2, "sampling/alloc_max": 8, "sampling/alloc_total": 12,
-    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.5, "sampling/memory_prompts": 3},
+    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.5, "sampling/memory_prompts": 3,
+    ...                       "sampling/by_pass_rate/unseen/num_prompts": 3},
     ...                      {"sampling/alloc_min": 4, "sampling/alloc_max": 4, "sampling/alloc_total": 12,
-    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.0, "sampling/memory_prompts": 5}])
-    {'min': 2.0, 'mean': 4.0, 'max': 8.0, 'share_hard': 0.25, 'memory_prompts': 5.0}
+    ...                       "sampling/num_prompts": 3, "sampling/budget_share_hard": 0.0, "sampling/memory_prompts": 5,
+    ...                       "sampling/by_pass_rate/unseen/num_prompts": 2}])
+    {'min': 2.0, 'mean': 4.0, 'max': 8.0, 'share_hard': 0.25, 'memory_prompts': 5.0, 'visits': 6.0, 'revisits': 1.0}
     """
     steps = [r for r in records if "sampling/alloc_total" in r and "sampling/num_prompts" in r]
     if not steps:
@@ -108,6 +111,8 @@ def allocation_over_run(records: Records) -> dict[str, float]:
     total = sum(float(r["sampling/alloc_total"]) for r in steps)
     visits = sum(float(r["sampling/num_prompts"]) for r in steps)
     hard = sum(float(r["sampling/alloc_total"]) * float(r.get("sampling/budget_share_hard", 0.0)) for r in steps)
+    unseen = sum(float(r.get("sampling/by_pass_rate/unseen/num_prompts", 0.0)) for r in steps)
     return {"min": min(float(r["sampling/alloc_min"]) for r in steps), "mean": total / visits if visits else 0.0,
             "max": max(float(r["sampling/alloc_max"]) for r in steps), "share_hard": hard / total if total else 0.0,
-            "memory_prompts": float(steps[-1].get("sampling/memory_prompts", 0.0))}
+            "memory_prompts": float(steps[-1].get("sampling/memory_prompts", 0.0)), "visits": visits,
+            "revisits": visits - unseen}

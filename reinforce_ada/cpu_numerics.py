@@ -8,10 +8,11 @@ product in different orders. Over the demo's 100 steps the differences change wh
 same seed ended at different accuracies: 50.5% (``ATEN_CPU_CAPABILITY=default``, this project's AMD EPYC machine),
 50.9% (the same machine's own AVX2 kernels) and 50.1% (a user's AVX-512 machine), from 24.4%.
 
-So a command that runs the tiny model with the ``hf`` generator (``train``; ``compare`` when every run of its grid
-does) pins both before torch loads: ATen to its portable kernels (``ATEN_CPU_CAPABILITY=default``, the same compiled
-code on every x86-64 CPU) and MKL to its reproducible path (``MKL_CBWR=COMPATIBLE``, MKL's conditional numerical
-reproducibility: the same results on Intel and compatible processors). The cost, measured on the project's 2-core
+So a command that runs the tiny model (or a checkpoint trained from it) with the ``hf`` generator (``train``;
+``compare`` when every run of its grid does) pins both before torch loads: ATen to its portable kernels
+(``ATEN_CPU_CAPABILITY=default``, the same compiled code on every x86-64 CPU) and MKL to its reproducible path
+(``MKL_CBWR=COMPATIBLE``, MKL's conditional numerical reproducibility: the same results on Intel and compatible
+processors). The cost, measured on the project's 2-core
 machine (whole ``reinforce-ada train``, CPU seconds, median of 3): 21.2 s unpinned, 23.4 s with ATen pinned, 25.2 s
 with MKL pinned, 28.0 s with both (+32%). For a pretrained model the same pins would cost far more (a
 SmolLM2-135M-sized matrix product 2.5x slower on MKL's compatible path, softmax and SiLU 2x slower on ATen's portable
@@ -37,8 +38,12 @@ values."""
 
 def runs_portable(settings: Mapping[str, Any]) -> bool:
     """Whether a run with these train settings (``model``, ``generator``; absent: the defaults) gets the portable
-    kernels: the built-in tiny model sampled by the ``hf`` generator, the demo and every figure the docs give for it."""
-    return settings.get("model", "tiny") == "tiny" and settings.get("generator", "hf") == "hf"
+    kernels: the built-in tiny model -- or a folder holding one, a run or checkpoint trained from it -- sampled by the
+    ``hf`` generator, the demo and every figure the docs give for it."""
+    from reinforce_ada.models.tiny import holds_tiny_model
+
+    model = settings.get("model", "tiny")
+    return (model == "tiny" or holds_tiny_model(model)) and settings.get("generator", "hf") == "hf"
 
 
 def pin_portable_numerics(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:

@@ -167,7 +167,7 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
         except (TypeError, ValueError) as err:
             raise type(err)(f"dataset {name!r}: {err}") from None
 
-    from tqdm.auto import tqdm
+    from reinforce_ada.progress import progress_bar
 
     sink = open(out_jsonl, "w", encoding="utf-8") if out_jsonl is not None else None
     results: dict[str, Any] = {"k": k, "datasets": {}, "average": {}}
@@ -178,7 +178,8 @@ def evaluate(generator: Generator, verifier: Verifier | Mapping[str, Verifier], 
             counts: list[tuple[int, int]] = []
             entropy_sum, num_tokens = 0.0, 0
             starts = range(0, len(prompts), batch_size)
-            for start in tqdm(starts, desc=f"eval {name}", unit="batch", disable=None if progress else True):
+            for start in progress_bar(iterable=starts, desc=f"eval {name}", unit="batch",
+                                      disable=None if progress else True):
                 batch = prompts[start:start + batch_size]
                 outputs, rewards = sample_and_score(generator, verifiers[name],
                                                     [GenerationRequest(p, k) for p in batch])

@@ -272,7 +272,7 @@ def budget_panel(ax: Any, shown: Sequence[tuple[str, str, dict[str, Sequence[flo
         drawn = True
     if not drawn:
         return note(ax, "no sampling/by_pass_rate/* in these runs: only a strategy with a cross-step pass-rate memory "
-                        "(ada-budget, the streaming sampler with --sampler.memory.enabled) logs it")
+                        "(ada-est, ada-budget, the streaming sampler with --sampler.memory.enabled) logs it")
     ax.set_xticks([-0.1, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0], ["unseen", "0", "0.2", "0.4", "0.6", "0.8", "1"])
     ax.set(xlabel="memory's pass-rate estimate before the step (bin centre)", ylabel="samples per prompt")
     _lacking(ax, lacking)

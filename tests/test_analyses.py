@@ -69,3 +69,5 @@ def test_a_panel_without_data_says_why():
     assert said[1].startswith("no eval/pass@k") and said[2].startswith("no eval/entropy")
     assert said[4].startswith("no sampling/round_<k>/num_active") and said[5].startswith("no sampling/by_pass_rate")
     assert said[3].startswith("no sampling/total_samples")
+    # every strategy that logs the samples by estimated pass rate is named, Est's too
+    assert "(ada-est, ada-budget, the streaming sampler with --sampler.memory.enabled) logs it" in " ".join(said[5].split())

@@ -472,7 +472,56 @@ def test_hub_ids_in_the_offline_cache_and_built_in_names_pass(tmp_path, monkeypa
     with pytest.raises(ConfigError, match="some-org/other-model"):
         check_model("some-org/other-model")
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    check_model("some-org/other-model")  # online: the hub decides, nothing is checked here
+    asked = []
+    monkeypatch.setattr("huggingface_hub.model_info", lambda name, **kwargs: asked.append(name))
+    check_model("some-org/other-model")  # online: the hub has it, so the loader downloads it
+    check_model("some-org/cached-model")  # cached: nothing asked
+    assert asked == ["some-org/other-model"]
+
+
+def _hub_error(cls):
+    """An instance of one of huggingface_hub's HTTP errors (their constructor wants an HTTP response)."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, "hub says no")
+    return err
+
+
+@pytest.mark.fault("`train --model Qwen/Qwen2.5-0.5B-Instruct` without HF_HUB_OFFLINE on a machine without network "
+                   "(the model not cached)", "one line within seconds naming HF_HUB_OFFLINE and a local folder, before "
+                   "anything loads (it took 55 s and printed 45 lines of retry warnings first)")
+def test_a_hub_model_the_hub_cannot_be_asked_for_fails_fast_with_the_way_out(tmp_path, capsys, monkeypatch):
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    from reinforce_ada.training.preflight import HUB_PROBE_TIMEOUT_S, check_model
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("reinforce_ada.training.loop.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    timeouts = []
+
+    def unreachable(name, timeout=None, **kwargs):
+        timeouts.append(timeout)
+        raise ConnectionError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr("huggingface_hub.model_info", unreachable)
+    monkeypatch.chdir(tmp_path)
+    code, err = run(capsys, "train", "--model", "some-org/some-model")
+    assert code == 2 and one_error_line(err) == (
+        "error: model path some-org/some-model does not exist, and 'some-org/some-model' is not in the Hugging Face "
+        "cache nor can https://huggingface.co be reached to download it (ConnectionError: [Errno -2] Name or service "
+        "not known); download it where there is network and run with HF_HUB_OFFLINE=1, or give a local model folder")
+    assert timeouts == [HUB_PROBE_TIMEOUT_S] and os.listdir(tmp_path) == []
+
+    def no_such(error):
+        def ask(name, **kwargs):
+            raise _hub_error(error)
+        return ask
+
+    monkeypatch.setattr("huggingface_hub.model_info", no_such(RepositoryNotFoundError))
+    with pytest.raises(ConfigError, match="nor does the Hugging Face hub have a model 'some-org/some-model'"):
+        check_model("some-org/some-model")
+    monkeypatch.setattr("huggingface_hub.model_info", no_such(GatedRepoError))
+    check_model("some-org/some-model")  # the hub answered: what a gated model needs, the loader says
 
 
 def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_trainer):
@@ -490,6 +539,24 @@ def test_preflight_names_a_bad_task_verifier_or_data_file(tmp_path, capsys, no_t
     with pytest.raises(DataError, match="data: .*missing.jsonl does not exist"):
         check_train_inputs(TrainConfig(model=str(tmp_path / "model"), data=str(tmp_path / "missing.jsonl")))
     assert not out.exists()
+
+
+def test_a_held_out_task_is_checked_and_the_tiny_model_on_a_prompt_file_is_told_what_to_give(tmp_path, capsys,
+                                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("reinforce_ada.training.loop.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"prompt": "1+1=", "answer": "2"}])
+    code, err = run(capsys, "train", "--data", str(data), "--eval-data", "task:")
+    assert code == 2 and one_error_line(err) == ("error: eval_data='task:' names no task; give e.g. --eval-data "
+                                                 "task:arithmetic")
+    code, err = run(capsys, "train", "--data", str(data), "--eval-data", "task:arithmatic")
+    assert code == 2 and one_error_line(err).startswith("error: task 'arithmatic' is not one of")
+    code, err = run(capsys, "train", "--data", str(data))  # a file outside any run: which model to start from
+    assert code == 2 and one_error_line(err) == (
+        f"error: model='tiny' is warm-started on a built-in task (--task), not on a prompt file such as {data}; start "
+        f"from a trained model instead: a run of the tiny model (--model runs/default, the demo's; add --eval-data "
+        f"task:arithmetic for its held-out accuracy) or a real --model")
+    assert sorted(os.listdir(tmp_path)) == ["rows.jsonl"]
 
 
 # -- the real entry point -------------------------------------------------------------------------------------------

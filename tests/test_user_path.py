@@ -1,5 +1,5 @@
-"""A user's first hour, walked as a user walks it: ``train`` -> ``eval RUN`` -> ``select-prompts RUN`` ->
-``plot RUN`` -> ``train --resume --max-steps N+2``, each command on what the previous one wrote, in a temporary
+"""A user's first hour, walked as a user walks it: ``train`` -> ``eval RUN`` -> ``select-prompts RUN`` -> ``train``
+on the selected prompts -> ``plot RUN`` -> ``train --resume --max-steps N+2``, each command on what the previous one wrote, in a temporary
 folder that is the current directory.
 
 Each step checks what the command prints and writes, that it took the run's own settings (task, max_new_tokens,
@@ -140,6 +140,42 @@ def test_select_prompts_on_the_run_writes_into_the_run_folder(in_home):
     assert code == 0 and "with pass rate in [0.0625, 0.125] (16 samples each, --preset paper-hard)" in out
     estimates = [json.loads(line) for line in rates.read_text().splitlines()]
     assert all(e["kept"] == (e["num_positive"] in (1, 2)) and e["num_samples"] == 16 for e in estimates)
+
+
+def test_the_selected_prompts_train_by_the_command_the_error_and_select_prompts_give(in_home, capsys):
+    """The tiny model cannot train on a prompt file (it is warm-started on a built-in task): the error names the
+    command that trains the run's model on the prompts ``select-prompts RUN`` wrote, ``select-prompts`` prints the
+    same command, and that command runs with the tiny model's defaults and the run's held-out prompts."""
+    import shlex
+
+    run, selected = Path("runs/default"), "runs/default/selected_prompts.jsonl"
+    code, out = _run("select-prompts", str(run), "--limit", "32", "-k", "4", "--min", "0", "--max", "1", "--overwrite")
+    assert code == 0
+    command = out.split("to train the run's model further on them: ", 1)[1].strip()
+    assert command == (f"reinforce-ada train --model runs/default --data {selected} --verifier arithmetic "
+                       f"--eval-data task:arithmetic --eval-prompts {HELD_OUT} --output-dir runs/default-selected")
+    for extra in ([], ["--task", "arithmetic"]):
+        capsys.readouterr()
+        assert _run("train", "--data", selected, *extra)[0] == 2
+        assert capsys.readouterr().err.strip().endswith(f"; to train the model of the run that holds it further on "
+                                                        f"these prompts, type: {command}")
+    code, out = _run("train", "--model", "runs/default", "--data", selected, "--max-steps", "1", "--output-dir",
+                     "runs/default-no-held-out")  # without --eval-data: said, not silent
+    assert code == 0 and ("no held-out accuracy: a run on a prompt file holds none out unless told (--eval-data "
+                          "FILE, or --eval-data task:NAME for 200 prompts of a built-in task's test split)") in out
+    shutil.rmtree("runs/default-no-held-out")
+    code, out = _run(*shlex.split(command)[1:], "--max-steps", "2")
+    assert code == 0, out
+    new = Path("runs/default-selected")
+    config = json.loads((new / "config.json").read_text())
+    assert (config["learning_rate"], config["batch_size"], config["max_new_tokens"]) == (1e-3, 32, 8)  # tiny's
+    assert "held-out sampled accuracy: " in out
+    strata = json.loads((new / "strata.json").read_text())
+    assert sum(strata["counts"].values()) == HELD_OUT  # the run's own held-out prompts: task arithmetic, seed 1
+    code, out = _run("eval", str(new), "--k", "1")
+    assert code == 0 and (f"the run's held-out prompts ({HELD_OUT} of task arithmetic's test split drawn with seed "
+                          f"1, the run's seed + 1") in out
+    shutil.rmtree(new)
 
 
 def test_plot_on_the_run_writes_into_its_plots_folder(in_home):

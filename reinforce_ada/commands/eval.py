@@ -215,7 +215,7 @@ def _changed_run_inputs(args: argparse.Namespace, source: Any, datasets: dict[st
 
 def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str, str]:
     """The run's held-out prompts (as its trainer drew them), its verifier's name, and which prompts they are."""
-    from reinforce_ada.runs.data import held_out_prompts, run_task, run_verifier_name
+    from reinforce_ada.runs.data import held_out_prompts, held_out_source, run_task, run_verifier_name
 
     cfg = source.config
     if cfg is None:
@@ -226,8 +226,7 @@ def _run_held_out(source: Any, verifier: str | None) -> tuple[list[Prompt], str,
     if not prompts:
         raise UsageError(f"give --data: run {source.run_dir} held out no prompts (eval_prompts=0, or --data without "
                          "--eval-data)")
-    where = (cfg.eval_data if cfg.eval_data else  # the trainer's rule (runs.data.held_out_prompts), said as such
-             f"task {cfg.task}'s test split drawn with seed {cfg.seed + 1}, the run's seed + 1")
+    where = held_out_source(cfg)  # the trainer's rule (runs.data.held_out_prompts), said as such
     return (prompts, verifier or run_verifier_name(cfg, task),
             f"the run's held-out prompts ({len(prompts)} of {where}, as its eval/accuracy)")
 

@@ -1,6 +1,7 @@
-"""``reinforce-ada train``: settings from the defaults, then ``--config`` YAML, then the options (every field of
-:class:`~reinforce_ada.config.TrainConfig`, generated from the config tree), all checked before anything loads; then
-the :class:`~reinforce_ada.training.Trainer` runs and the command prints the run's summary."""
+"""``reinforce-ada train``: settings from the defaults (with ``--resume``: the run's own settings), then ``--config``
+YAML, then the options (every field of :class:`~reinforce_ada.config.TrainConfig`, generated from the config tree),
+all checked before anything loads; then the :class:`~reinforce_ada.training.Trainer` runs and the command prints the
+run's summary."""
 
 from __future__ import annotations
 
@@ -21,10 +22,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reinforce_ada.config import TrainConfig, load_config
+    from reinforce_ada.config import TrainConfig
+    from reinforce_ada.config.loading import load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config", "verbose")}
-    config = load_config(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    given = load_settings(TrainConfig, args.config, overrides)  # every field checked before anything loads
+    if given.get("resume"):  # the run's own settings, changed only where given
+        from reinforce_ada.runs.folder import resume_settings
+
+        given = resume_settings(given)
+    config = TrainConfig(**given)
     from reinforce_ada.cpu_numerics import pin_portable_numerics, runs_portable
 
     if runs_portable({"model": config.model, "generator": config.generator}):
@@ -49,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
         strata = _by_stratum(Path(config.output_dir)) if changed is None else ""
         if strata:
             print(strata)
-    allocation = _allocation(Path(config.output_dir))
+    elif config.data is not None and config.eval_data is None and config.eval_prompts:
+        print(f"no held-out accuracy: a run on a prompt file holds none out unless told (--eval-data FILE, or "
+              f"--eval-data task:NAME for {config.eval_prompts} prompts of a built-in task's test split)")
+    allocation = _allocation(Path(config.output_dir), config)
     if allocation:
         print(allocation)
     print(f"steps {summary['steps']}, samples drawn {summary['total_samples']}, "
@@ -58,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _allocation(folder: Path) -> str:
-    """A one-shot allocation's figures over the run (Est), in one line ("" for a run that logged none)."""
+def _allocation(folder: Path, config) -> str:
+    """A one-shot allocation's figures over the run (Est), in one line, and a second when no prompt came back ("" for a
+    run that logged none)."""
     import json
 
     from reinforce_ada import analyses
@@ -69,9 +80,18 @@ def _allocation(folder: Path) -> str:
     a = analyses.allocation_over_run(records)
     if not a:
         return ""
-    return (f"allocation over the run: {a['min']:.0f} / {a['mean']:.1f} / {a['max']:.0f} samples per prompt (min / "
+    line = (f"allocation over the run: {a['min']:.0f} / {a['mean']:.1f} / {a['max']:.0f} samples per prompt (min / "
             f"mean / max), {100 * a['share_hard']:.1f}% of the samples on prompts believed hard (p_hat < "
             f"{HARD_BELOW:g}), {a['memory_prompts']:.0f} prompts with a remembered estimate")
+    if a["revisits"] or not a["visits"]:
+        return line
+    every = 16 * config.prompts_per_step
+    recur = (f"--task-train-prompts {every} trains on {every} of the task's prompts, each back every 16 steps"
+             if config.data is None else
+             f"a --data file of fewer than {config.max_steps * config.prompts_per_step} prompts recurs within the run")
+    return (f"{line}\nno prompt came back: each of the {a['visits']:.0f} prompt visits was the prompt's first, so the "
+            f"pass-rate memory never shaped an allocation (every prompt got the even share); Est pays on prompts that "
+            f"recur ({recur})")
 
 
 def _by_stratum(folder: Path) -> str:

@@ -20,7 +20,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 """Values of the model-dependent :class:`TrainConfig` fields (declared ``None``), by :func:`model_kind`.
 
-``tiny`` is the char-level demo model: a from-scratch ~0.1M-parameter network needs a large learning rate and
+``tiny`` is the char-level demo model (or a folder holding one, :func:`model_kind`): a from-scratch ~0.1M-parameter network needs a large learning rate and
 answers in a few characters. ``pretrained`` is every other model: the paper's learning rate (1e-6; a larger one
 wrecks a pretrained policy within steps), room for some reasoning before an ``<answer>`` tag, and batch sizes small
 enough for a ~135M model on a CPU (``--model smollm2-135m``: two to three minutes per step on 2 cores, see
@@ -48,8 +48,13 @@ stops the run as sampled from stale weights (measurements in docs/training.md, "
 
 
 def model_kind(model: str) -> str:
-    """``"tiny"`` for the built-in demo model, ``"pretrained"`` for anything else (the keys of MODEL_DEFAULTS)."""
-    return "tiny" if model == "tiny" else "pretrained"
+    """``"tiny"`` for the built-in demo model and for a local folder holding one (a run of it, a checkpoint, a model
+    folder: its char tokenizer says so, :func:`~reinforce_ada.models.tiny.holds_tiny_model`), so that a run started
+    from the demo's checkpoint keeps the demo's learning rate, batch and held-out size; ``"pretrained"`` for anything
+    else (the keys of MODEL_DEFAULTS)."""
+    from reinforce_ada.models.tiny import holds_tiny_model
+
+    return "tiny" if model == "tiny" or holds_tiny_model(model) else "pretrained"
 
 
 def reasoning_gym_system_prompt() -> str | None:
@@ -72,6 +77,6 @@ def resolve_model_defaults(config: Any) -> None:
     for name, value in {**MODEL_DEFAULTS[kind], **task}.items():
         if getattr(config, name) is None:
             setattr(config, name, value)
-    if (config.system_prompt is None and model_kind(config.model) == "pretrained" and config.data is None
+    if (config.system_prompt is None and kind == "pretrained" and config.data is None
             and isinstance(config.task, str) and config.task.startswith("reasoning-gym:")):
         config.system_prompt = reasoning_gym_system_prompt()

@@ -18,7 +18,7 @@ from reinforce_ada.errors import ConfigError
 
 __all__ = ["FALSE_SPELLINGS", "SECTION_NOTES", "TRUE_SPELLINGS", "ConfigHelpFormatter", "ConfigOption",
            "add_config_arguments", "config_options", "config_settings", "flat_aliases", "load_config",
-           "read_config_file"]
+           "load_settings", "read_config_file", "settings_over"]
 
 
 TRUE_SPELLINGS = ("true", "yes", "on", "1")
@@ -223,6 +223,12 @@ def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | 
     the closest known name suggested; one setting under two spellings is refused)
     and gives each a value of the field's type. ``cls.__post_init__`` then checks ranges and combinations.
     """
+    return cls(**load_settings(cls, path, overrides))
+
+
+def load_settings(cls: type, path: str | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What :func:`load_config` builds ``cls`` from: the YAML file's settings, then the overrides on top, nested by
+    section and checked as it checks them; every field not given is left out (its default applies)."""
     values: dict[str, Any] = {}
     if path:
         loaded = _nest(cls, _flatten(cls, read_config_file(path)), path)
@@ -230,7 +236,14 @@ def load_config(cls: type, path: str | None = None, overrides: dict[str, Any] | 
         values = loaded
     given = _nest(cls, _flatten(cls, dict(overrides or {})), None)
     _check_types(cls, given, None)
-    return cls(**_merge(values, given))
+    return _merge(values, given)
+
+
+def settings_over(cls: type, base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (nested, :func:`load_settings`'s) over ``base`` (dotted names: e.g. the settings a run was trained
+    with) as one nested mapping to build ``cls`` from; a name of ``base`` that ``cls`` does not have is left out."""
+    leaves = _leaves(cls)
+    return _merge(_nest(cls, {k: v for k, v in base.items() if k in leaves}, None), given)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,7 +63,9 @@ class TrainConfig:
     """Training prompts: a .jsonl/.parquet/.csv file or an HF ``datasets`` name or path; ``task:NAME`` is the
     built-in task ``NAME`` (the same as ``task``)."""
     eval_data: str | None = None
-    """Held-out prompts in the same formats (default: the task's test split, or none for ``data``)."""
+    """Held-out prompts in the same formats, or ``task:NAME`` (default: the task's test split, none for ``data``).
+    ``task:NAME``: ``eval_prompts`` prompts of built-in task NAME's test split drawn with ``seed + 1``, as a run on
+    that task holds out, also beside a ``data`` file."""
     prompt_key: str = "prompt"
     """Column holding the prompt text or chat messages."""
     answer_key: str | None = "answer"
@@ -213,8 +215,9 @@ class TrainConfig:
     save_steps: int = 0
     """Checkpoint every this many steps (0: only at the end)."""
     resume: bool = False
-    """Continue from the latest checkpoint in ``output_dir``. Settings that change what the run learns (seed,
-    strategy, learning rate, batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
+    """Continue from the latest checkpoint in ``output_dir``. On the command line the run's own settings are the
+    defaults (only what is given changes). Settings that change what the run learns (seed, strategy, learning rate,
+    batch size, ...) must match the checkpoint's unless ``force_resume_changes``."""
     overwrite: bool = False
     """Start over in an ``output_dir`` that holds a run: its files are deleted first. Without it (or ``resume``) such
     a folder is refused."""

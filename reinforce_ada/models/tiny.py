@@ -78,3 +78,27 @@ def build_qwen2(seed: int = 0, **config_fields: Any):
     model.generation_config.pad_token_id = 0
     model.generation_config.eos_token_id = 1
     return model
+
+
+def is_char_tokenizer_file(path: str | Path) -> bool:
+    """Whether ``path`` (a ``tokenizer.json``) is :func:`build_char_tokenizer`'s: a word-level vocabulary of exactly
+    :data:`TINY_VOCAB`, in its order."""
+    try:
+        model = json.loads(Path(path).read_text()).get("model", {})
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+    return (isinstance(model, dict) and model.get("type") == "WordLevel"
+            and model.get("vocab") == {token: i for i, token in enumerate(TINY_VOCAB)})
+
+
+def holds_tiny_model(name: str) -> bool:
+    """Whether the local folder ``name`` holds a model of the built-in char-level kind (the demo's, or any
+    checkpoint trained from it): a model folder, a checkpoint (``model/`` inside) or a run folder (``checkpoint-N/
+    model/`` inside) whose tokenizer is the char tokenizer. Reads one small JSON file; ``False`` for anything else
+    (a hub id, a missing path, another model)."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return False
+    candidates = [path / "tokenizer.json", path / "model" / "tokenizer.json",
+                  *sorted(path.glob("checkpoint-*/model/tokenizer.json"))[:1]]  # a run's checkpoints share one
+    return any(is_char_tokenizer_file(candidate) for candidate in candidates if candidate.is_file())

@@ -52,24 +52,33 @@ class PassRateEstimate:
 
 def estimate_pass_rates(prompts: Sequence[Prompt], generator: Generator, verifier: Verifier, k: int = 16, *,
                         positive_threshold: float = 0.5, prompts_per_call: int = 64,
-                        retries: int = 2) -> list[PassRateEstimate]:
-    """``k`` samples per prompt; the pass rate is the fraction with ``reward > positive_threshold``."""
+                        retries: int = 2, progress: bool = False) -> list[PassRateEstimate]:
+    """``k`` samples per prompt; the pass rate is the fraction with ``reward > positive_threshold``. ``progress``:
+    a bar over the prompts on a terminal (:func:`~reinforce_ada.progress.progress_bar`)."""
     if k <= 0:
         raise ValueError(f"k must be positive (got {k})")
     if prompts_per_call <= 0:
         raise ValueError(f"prompts_per_call must be positive (got {prompts_per_call})")
+    from reinforce_ada.progress import progress_bar
+
     prompts = validate_prompts(prompts)
     estimates: list[PassRateEstimate] = []
-    for start in range(0, len(prompts), prompts_per_call):
-        chunk = prompts[start:start + prompts_per_call]
-        requests = [GenerationRequest(p, k) for p in chunk]
-        outputs, rewards = sample_and_score(generator, verifier, requests, retries)
-        for prompt, out, mine in zip(chunk, outputs, rewards):
-            positives = sum(1 for r in mine if r is not None and r > positive_threshold)
-            estimates.append(PassRateEstimate(prompt.prompt_id, prompt_key(prompt),
-                                              positives / len(out) if out else 0.0, len(out), positives,
-                                              num_failed=sum(r is None for r in mine)))
-        logger.info("estimated pass rates of %d/%d prompts", len(estimates), len(prompts))
+    bar = progress_bar(total=len(prompts), desc=f"pass rates ({k} samples each)", unit="prompt",
+                       disable=None if progress else True)
+    try:
+        for start in range(0, len(prompts), prompts_per_call):
+            chunk = prompts[start:start + prompts_per_call]
+            requests = [GenerationRequest(p, k) for p in chunk]
+            outputs, rewards = sample_and_score(generator, verifier, requests, retries)
+            for prompt, out, mine in zip(chunk, outputs, rewards):
+                positives = sum(1 for r in mine if r is not None and r > positive_threshold)
+                estimates.append(PassRateEstimate(prompt.prompt_id, prompt_key(prompt),
+                                                  positives / len(out) if out else 0.0, len(out), positives,
+                                                  num_failed=sum(r is None for r in mine)))
+            bar.update(len(chunk))
+            logger.info("estimated pass rates of %d/%d prompts", len(estimates), len(prompts))
+    finally:
+        bar.close()
     return estimates
 
 
@@ -251,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
     if source is not None:
         print(f"model: {source.describe()}" + (f"; settings from the run: {', '.join(from_run)}" if from_run else ""))
     print(f"prompts: {what}")
+    if args.limit is None and len(prompts) > TASK_PROMPTS:  # minutes on a CPU: say how to take fewer
+        print(f"sampling {len(prompts)} prompts x {args.num_samples}; --limit N estimates the first N only")
     from reinforce_ada.training.guards import check_verifier_failures, watched_with_timeout
 
     timeout = source.config.verifier_timeout if source is not None and source.config is not None else None
@@ -261,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         # the --base-url client retries each request itself, by the library's one retry rule
         estimates = estimate_pass_rates(prompts, generator, watched, args.num_samples,
                                         prompts_per_call=args.prompts_per_call,
-                                        retries=0 if args.base_url else args.retries)
+                                        retries=0 if args.base_url else args.retries, progress=True)
     finally:
         generator.close()  # a vLLM engine: shut down (and --tiny's checkpoint folder removed)
         watched.close()
@@ -286,6 +297,11 @@ def run(args: argparse.Namespace) -> int:
           f"({args.num_samples} samples each" + (f", --preset {args.preset}" if args.preset else "")
           + f"); wrote {Path(out).resolve()}"
           + (f" and {Path(pass_rates).resolve()}" if pass_rates else ""))
+    if kept and source is not None and source.run_dir is not None and source.config is not None:
+        from reinforce_ada.runs.data import train_on_prompts_command
+
+        print(f"to train the run's model further on them: "
+              f"{train_on_prompts_command(source.run_dir, source.config, out)}")
     return 0
 
 

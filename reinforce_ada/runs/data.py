@@ -11,8 +11,8 @@ from typing import Any
 from reinforce_ada.config import TrainConfig
 from reinforce_ada.types import Prompt
 
-__all__ = ["held_out_prompts", "prompt_keys", "run_task", "run_verifier", "run_verifier_name", "training_prompts",
-           "verifier_options"]
+__all__ = ["held_out_prompts", "held_out_source", "held_out_task_name", "prompt_keys", "run_task", "run_verifier",
+           "run_verifier_name", "train_on_prompts_command", "training_prompts", "verifier_options"]
 
 
 def prompt_keys(cfg: TrainConfig) -> dict[str, Any]:
@@ -47,17 +47,39 @@ def training_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     return task.prompts(num, seed=cfg.seed, split="train")
 
 
+def held_out_task_name(cfg: TrainConfig) -> str | None:
+    """The built-in task whose test split the run holds out: ``eval_data``'s ``task:NAME``, else the run's own task
+    when it trains on one and has no ``eval_data``; ``None`` when its held-out prompts come from a file (or there
+    are none)."""
+    if cfg.eval_data:
+        return cfg.eval_data.removeprefix("task:") if cfg.eval_data.startswith("task:") else None
+    return cfg.task if cfg.data is None else None
+
+
 def held_out_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     """The prompts the run reports held-out accuracy on: ``eval_data`` (at most ``eval_prompts``), else for a
     built-in task (``task``, :func:`run_task`'s) ``eval_prompts`` prompts of its test split drawn with ``seed + 1``,
-    else none. (``reinforce-ada eval RUN`` uses the same prompts.)"""
-    from reinforce_ada.data import load_prompts
+    else none. ``eval_data: task:NAME`` holds out task NAME's test split the same way, also for a run on a prompt
+    file (with the config's task options when NAME is its ``task``). (``reinforce-ada eval RUN`` uses the same
+    prompts.)"""
+    from reinforce_ada.data import get_task, load_prompts
 
-    if cfg.eval_data:
-        return load_prompts(cfg.eval_data, **prompt_keys(cfg), limit=cfg.eval_prompts or None)
-    if cfg.data is not None or not cfg.eval_prompts:
+    name = held_out_task_name(cfg)
+    if name is None:
+        return load_prompts(cfg.eval_data, **prompt_keys(cfg), limit=cfg.eval_prompts or None) if cfg.eval_data else []
+    if not cfg.eval_prompts:
         return []
+    if task is None or cfg.data is not None or name != cfg.task:
+        task = get_task(name, **(cfg.task_options() if name == cfg.task else {}))
     return task.prompts(cfg.eval_prompts, seed=cfg.seed + 1, split="test")
+
+
+def held_out_source(cfg: TrainConfig) -> str:
+    """Where :func:`held_out_prompts` takes the run's held-out prompts from, in words."""
+    name = held_out_task_name(cfg)
+    if name is None:
+        return str(cfg.eval_data)
+    return f"task {name}'s test split drawn with seed {cfg.seed + 1}, the run's seed + 1"
 
 
 def run_verifier_name(cfg: TrainConfig, task: Any) -> str:
@@ -86,3 +108,31 @@ def run_verifier(cfg: TrainConfig, task: Any) -> Any:
 
     name = run_verifier_name(cfg, task)
     return get_verifier(name, **verifier_options(name, cfg))
+
+
+def train_on_prompts_command(run_dir: Any, cfg: TrainConfig, data: str) -> str:
+    """The ``reinforce-ada train`` command that trains the run's model (``run_dir``, its newest checkpoint) further on
+    the prompt file ``data`` (``select-prompts RUN`` writes one), scored and held out as the run was: its reward
+    function when that is not a prompt file's default (``math``), its held-out prompts (``--eval-data task:NAME`` for
+    a run on a built-in task), its ``max_new_tokens`` and ``eval_prompts`` where the new run's defaults differ. Into a
+    folder of its own, ``<run_dir>-selected``."""
+    import shlex
+
+    from reinforce_ada.config import MODEL_DEFAULTS, model_kind
+
+    verifier = run_verifier_name(cfg, run_task(cfg) if cfg.verifier is None and cfg.data is None else None)
+    held_out = held_out_task_name(cfg)
+    words = ["reinforce-ada", "train", "--model", str(run_dir), "--data", str(data)]
+    if verifier != "math":
+        words += ["--verifier", verifier]
+    if held_out is not None and cfg.eval_prompts:
+        words += ["--eval-data", f"task:{held_out}"]
+        if held_out == "arithmetic" and cfg.task_digits != TrainConfig.task_digits:
+            words += ["--task-digits", str(cfg.task_digits)]
+    elif cfg.eval_data:
+        words += ["--eval-data", cfg.eval_data]
+    defaults = MODEL_DEFAULTS[model_kind(str(run_dir))]
+    for name in ("max_new_tokens", "eval_prompts"):
+        if getattr(cfg, name) != defaults[name] and (name != "eval_prompts" or "--eval-data" in words):
+            words += [f"--{name.replace('_', '-')}", str(getattr(cfg, name))]
+    return shlex.join([*words, "--output-dir", f"{str(run_dir).rstrip('/')}-selected"])

@@ -195,6 +195,37 @@ def resume_changes(saved: dict[str, Any], config: Any) -> dict[str, tuple[Any, A
             if k in before and before[k] != now[k] and k not in _RUN_CONTROL and k not in _DERIVED}
 
 
+def run_settings(folder: Path) -> dict[str, Any]:
+    """The settings the run in ``folder`` trained with, as its newest checkpoint holds them (dotted names), less how
+    it was started (:data:`_RUN_CONTROL`) and what is derived (:data:`_DERIVED`); empty when there is none to read (no
+    checkpoint, an unreadable state, an earlier version's flat config: :func:`check_run_folder` names each)."""
+    found = checkpoints(folder)
+    if not found:
+        return {}
+    try:
+        saved = json.loads((found[-1] / "trainer_state.json").read_text())["config"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return {}
+    if not isinstance(saved, dict) or not isinstance(saved.get("sampler"), dict):
+        return {}
+    return {k: v for k, v in _dotted(saved).items() if k not in _RUN_CONTROL and k not in _DERIVED}
+
+
+def resume_settings(given: dict[str, Any]) -> dict[str, Any]:
+    """What ``train --resume`` builds its config from: the run's own settings (:func:`run_settings` of
+    ``output_dir``), with what was given (``given``: the ``--config`` file's and the options' settings, nested) on
+    top, so a resume continues the run as it was configured and changes only what is given -- each change then
+    checked by :func:`check_run_folder` as before. A strategy given in place of the run's brings its own sampler
+    settings: none of the run's ``sampler`` section is kept then (a strategy is a preset of it)."""
+    from reinforce_ada.config import TrainConfig
+    from reinforce_ada.config.loading import settings_over
+
+    saved = run_settings(Path(given.get("output_dir", TrainConfig.output_dir)).expanduser())
+    if "strategy" in given and given["strategy"] != saved.get("strategy"):
+        saved = {k: v for k, v in saved.items() if not k.startswith("sampler.")}
+    return settings_over(TrainConfig, saved, given)
+
+
 def check_config_format(latest: Path, saved: dict[str, Any]) -> None:
     """A checkpoint written before the sampler settings moved into the ``sampler`` section (flat ``group_size``,
     ``streaming_target``, ``sampler: rounds``, ...) cannot be compared setting by setting: refused, saying so."""

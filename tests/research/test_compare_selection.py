@@ -79,7 +79,8 @@ def test_lrs_chosen_on_one_half_and_judged_on_the_other():
                                                for seed in (0, 1, 2)}}
     # judged on the report half: ada at lr 1 has 1 of 4 correct there, grpo at lr 1 has 2 of 4
     assert ada["paired"]["at_steps"] == pytest.approx([0.25 - 0.5] * 3)
-    assert ada["verdict"]["at_steps"]["call"] == "behind"
+    # every seed the same difference: an interval of zero width, which resolves nothing
+    assert ada["verdict"]["at_steps"]["mean"] == pytest.approx(-0.25) and ada["verdict"]["at_steps"]["half_width"] == 0
     assert all(run["history"][-1][3] in (0.25, 0.5, 0.75) for run in report["runs"])  # the report half's
     text = format_report(report)
     assert "every number here is measured on the other half (3 per seed)" in text
@@ -89,7 +90,7 @@ def test_lrs_chosen_on_one_half_and_judged_on_the_other():
     same = analyse(_grid(), ["grpo", "ada"], [1.0, 2.0], "grpo", "final", "same")
     assert same["strategies"]["ada"]["best_lr"] == 1.0 and same["selection"]["winner_changed"] == []
     assert same["strategies"]["ada"]["paired"]["at_steps"] == pytest.approx([15 / 24 - 0.5] * 3)
-    assert same["strategies"]["ada"]["verdict"]["at_steps"]["call"] == "ahead"
+    assert same["strategies"]["ada"]["verdict"]["at_steps"]["mean"] == pytest.approx(15 / 24 - 0.5)
     assert "(`--lr-selection same`)" in format_report(same)
 
 

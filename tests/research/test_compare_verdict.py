@@ -15,7 +15,7 @@ from reinforce_ada.research.compare.figure import plot_report
 from reinforce_ada.research.compare.markdown import format_report
 from reinforce_ada.research.compare.report import REPORT_FORMAT, analyse, jsonable
 from reinforce_ada.research.compare.stats import t975
-from reinforce_ada.research.compare.verdict import Z80, call, seeds_needed
+from reinforce_ada.research.compare.verdict import Z80, call, call_words, seeds_needed
 
 
 def _run(history, **extra):
@@ -38,6 +38,16 @@ def test_ahead_behind_inconclusive_by_the_interval():
     assert call([0.0, 0.0, 0.0])["reason"] == "no difference observed: no number of seeds resolves it"
 
 
+def test_an_interval_of_zero_width_resolves_nothing_and_asks_for_more_seeds():
+    """Two seeds whose differences happen to be equal (pass@4 of 64 prompts moves in steps of 1/256) gave
+    "+0.016 ± 0.000" and called it *ahead*; a zero-width interval says nothing of the spread."""
+    for differences in ([0.016, 0.016], [-0.15, -0.15, -0.15]):
+        c = call(differences)
+        assert (c["call"], c["half_width"], c["seeds_needed"]) == ("inconclusive", 0.0, None)
+        assert c["reason"].endswith("an interval of zero width that says nothing of the spread: it needs more seeds")
+        assert call_words(c) == f"**no resolved difference** ({differences[0]:+.3f}; {c['reason']})"
+
+
 def test_seeds_needed_is_the_stated_power_rule():
     for mean, sd in [(0.05, 0.05), (0.02, 0.07), (0.1, 0.03)]:
         n = seeds_needed(mean, sd)
@@ -58,7 +68,7 @@ def _grid():
         wiggle = 0.01 * seed
         runs[("grpo", 1e-3, seed)] = _run(_line([0.2, 0.3, 0.4 + wiggle]))
         runs[("fast", 1e-3, seed)] = _run(_line([0.2, 0.45, 0.5 + 2 * wiggle], seconds_per_step=3.0))
-        runs[("slow", 1e-3, seed)] = _run(_line([0.2, 0.22, 0.25 + wiggle]))
+        runs[("slow", 1e-3, seed)] = _run(_line([0.2, 0.22, 0.25 + 2 * wiggle]))  # each seed its own difference
     runs[("lonely", 1e-3, 7)] = _run(_line([0.2, 0.3, 0.35]))
     return runs
 
@@ -163,8 +173,9 @@ def test_breakdown_by_stratum_pass_at_k_and_entropy_by_hand():
     assert hard["paired"]["at_steps"] == pytest.approx([0.4 - 0.2, 0.5 - 0.2])      # at step 8 vs grpo's final
     assert hard["paired"]["at_tokens"] == pytest.approx([0.2 - 0.2, 0.3 - 0.2])     # at 800 tokens: ada step 4, grpo 8
     easy = ada["strata"]["by_stratum"]["easy"]
+    # both seeds the same difference: an interval of zero width, no resolved difference (it needs more seeds)
     assert easy["paired"]["at_steps"] == pytest.approx([-0.1, -0.1]) and easy["paired"]["verdict"]["at_steps"][
-        "call"] == "behind"
+        "call"] == "inconclusive"
     assert report["strategies"]["grpo"]["breakdown"]["strata"]["by_stratum"]["hard"]["baseline_start"] == 0.1
     # pass@k: only the k every run logged a value for (pass@1 here is all None: left out of the curve's k)
     assert list(ada["pass_at_k"]) == ["2"]
@@ -183,9 +194,14 @@ def test_breakdown_by_stratum_pass_at_k_and_entropy_by_hand():
     # entropy paired like pass@k: ada at grpo's 800 tokens (its step 4) 0.55 against grpo's 0.4, at step 8 0.5 vs 0.4
     assert ada["entropy"]["paired"]["at_tokens"] == pytest.approx([0.15, 0.15])
     assert ada["entropy"]["paired"]["at_steps"] == pytest.approx([0.1, 0.1])
-    assert "Held-out token entropy (nats): at equal tokens ahead (+0.150 to +0.150); at equal steps ahead " \
-           "(+0.100 to +0.100)." in text
-    assert "| ada | 0.500 (+0.000 ± 0.000) | 0.550 (+0.150 ± 0.000) |" in text  # pass@2 and entropy at its tokens
+    # two seeds of the same difference gave "ahead (+0.150 to +0.150)" and "+0.150 ± 0.000": no interval at all
+    zero_width = ("every one of the 2 paired seeds gave the same difference, an interval of zero width that says "
+                  "nothing of the spread: it needs more seeds")
+    assert (f"Held-out token entropy (nats): at equal tokens no resolved difference (+0.150; {zero_width}); at equal "
+            f"steps no resolved difference (+0.100; {zero_width}).") in text
+    mark = re.search(r"\| ada \| 0\.500 \(\+0\.000 ± 0\.000\) \| 0\.550 \(\+0\.150(\S+)\) \|", text).group(1)
+    assert f"\n{mark} every paired seed gave the same difference: an interval of zero width says nothing of the " \
+           f"spread, it needs more seeds" in text  # pass@2 and entropy at its tokens, the footnote saying why
     # a seed whose runs fixed other strata is left out of the strata and named
     runs[("ada", 1.0, 1)]["strata"] = {**strata, "digest": "other"}
     again = analyse(runs, ["grpo", "ada"], [1.0], "grpo", "tokens")["strategies"]["ada"]["breakdown"]["strata"]
@@ -204,3 +220,30 @@ def test_the_documented_report_is_what_compare_writes_from_the_committed_json():
     shown = "\n".join(line for line in shown.splitlines() if "img/compare-builtin-2x3.png" not in line)
     shown = re.sub(r"^#### ", "## ", shown, flags=re.M)
     assert shown.startswith(format_report(report).rstrip("\n"))
+
+
+@pytest.mark.fault("compare from 2 seeds: \"steps to grpo's final 0.59 [0.59, 0.59]\"",
+                   "the ratio without an interval, footnoted: 2 paired seeds are too few for the bootstrap interval, "
+                   "which needs more seeds; an interval of zero width from more seeds says the same")
+def test_a_steps_ratio_from_too_few_seeds_or_of_zero_width_has_no_interval():
+    def grid(seeds, wiggle):
+        runs = {}
+        for seed in seeds:
+            runs[("grpo", 1e-3, seed)] = _run(_line([0.2, 0.3, 0.4 + wiggle * seed]))
+            runs[("fast", 1e-3, seed)] = _run(_line([0.2, 0.45, 0.5 + 2 * wiggle * seed]))
+        return runs
+
+    two = analyse(grid((0, 1), 0.01), ["grpo", "fast"], [1e-3], "grpo", "tokens")
+    steps = two["strategies"]["fast"]["steps_to_baseline_final"]
+    assert steps["ratio"] < 1 and math.isnan(steps["ratio_low"]) and math.isnan(steps["ratio_high"])
+    assert steps["reason"] == ("2 paired seeds: too few for the bootstrap interval, which needs more seeds (at least "
+                               "3)")
+    assert two["strategies"]["grpo"]["steps_to_baseline_final"]["ratio_low"] == 1.0  # the baseline: exactly 1 [1, 1]
+    text = format_report(two)
+    mark = re.search(rf"\| {steps['ratio']:.2f}(\S+) \|", text).group(1)
+    assert f"\n{mark} {steps['reason']}" in text
+    same = analyse(grid((0, 1, 2), 0.0), ["grpo", "fast"], [1e-3], "grpo", "tokens")["strategies"]["fast"]
+    steps = same["steps_to_baseline_final"]  # every seed alike: every resample crosses at the same point
+    assert math.isnan(steps["ratio_low"]) and steps["reason"].startswith("every bootstrap resample of the 3 seeds "
+                                                                         "crossed at the same evaluation step")
+    _nulls_have_reasons(json.loads(json.dumps(jsonable(two), allow_nan=False)))

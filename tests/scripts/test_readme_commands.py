@@ -53,13 +53,49 @@ def test_the_command_table_names_options_each_command_has_and_the_option_each_fi
             assert "`--out`" in what, (usage, what)
 
 
+FIRST_SCREEN = 45
+"""Lines a newcomer sees without scrolling: the two set-up commands and what the demo prints stand within them."""
+
+
+def code_blocks(text: str) -> list[tuple[int, str, list[str]]]:
+    """The fenced code blocks of ``text``: (the line its fence opens on, its info string, its lines)."""
+    blocks, opened = [], None
+    for number, line in enumerate(text.splitlines()):
+        if opened is None and line.startswith("```"):
+            opened = (number, line[3:].strip(), [])
+        elif opened is not None and line == "```":
+            blocks.append(opened)
+            opened = None
+        elif opened is not None:
+            opened[2].append(line)
+    return blocks
+
+
 def scan_block() -> list[str]:
-    """The lines of the code block before the README's first heading below the title (what a newcomer scans)."""
+    """The command lines a newcomer scans first: every shell block (``bash`` or bare; not the ``text`` of what a
+    command prints) from the top of the README through its "What to type next" section."""
     text = (ROOT / "README.md").read_text()
-    head = text.split("\n## ", 1)[0]
-    block = re.search(r"```\n(.*?)\n```", head, re.S)
-    assert block, "README.md has no command block before its first section"
-    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
+    head = text[:text.index("\n## ", text.index("\n## What to type next") + 1)]
+    lines = [line for _, info, block in code_blocks(head) if info in ("", "bash") for line in block]
+    assert lines, "README.md has no command block before its sections"
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_the_first_screen_is_what_to_type_and_what_it_prints():
+    """The two set-up commands and the demo's output come first; the demo is installed one way (CI's), and no
+    comment beside a command hides code of another language."""
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    firsts = {after: next(i for i, line in enumerate(lines) if line.startswith(after)) for after in ("Main job",
+                                                                                                   "Tests")}
+    assert all(i < FIRST_SCREEN for i in firsts.values()), firsts
+    printed = next(block for start, info, block in code_blocks(text) if info == "text")
+    assert printed[0].startswith("held-out sampled accuracy: ") and printed[-1].startswith("run folder: ")
+    installs = [step for line in scan_block() for step in line.split("#")[0].split("&&")
+                if step.strip().startswith("pip install -e")]
+    assert set(step.strip() for step in installs) == {'pip install -e ".[test]"'}, installs
+    comments = [line.split("#", 1)[1] for line in scan_block() if "#" in line]
+    assert not [c for c in comments if re.search(r"\b(import|from \w+ import)\b", c)], comments
 
 
 def test_every_command_of_the_readmes_first_block_is_one_the_cli_takes():

@@ -97,8 +97,10 @@ def test_an_est_run_ends_with_its_allocation_over_the_run(tmp_path, capsys):
                 f"{max(r['sampling/alloc_max'] for r in steps):.0f} samples per prompt (min / mean / max), "
                 f"{100 * hard:.1f}% of the samples on prompts believed hard (p_hat < 0.1), "
                 f"{steps[-1]['sampling/memory_prompts']:.0f} prompts with a remembered estimate")
-    assert expected in capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr().out
+    assert expected in printed.splitlines()
     assert steps[-1]["sampling/memory_prompts"] == 8
+    assert "no prompt came back" not in printed  # 8 prompts in batches of 8: every one back at steps 2 and 3
 
 
 @pytest.mark.parametrize("strategy", ["ada-est", "ada-balanced", "grpo"])
@@ -151,3 +153,46 @@ def test_train_ada_est_with_normalize_std_and_epsilon_0_runs(tmp_path):
     assert len(steps) == 2 and all(math.isfinite(r["train/loss"]) for r in steps)
     assert any(r["sampling/zero_variance_fraction"] > 0 for r in steps)  # an all-equal group was there
     assert json.loads((out / "config.json").read_text())["sampler"]["epsilon"] == 0.0
+
+
+@pytest.mark.fault("`train --strategy ada-est` on the demo's task, where no prompt recurs",
+                   "a line after the allocation's: no prompt came back, so the memory never shaped an allocation, "
+                   "and --task-train-prompts to make them recur (it ended '8 / 8.0 / 8 ... 0.0%' without a why)")
+def test_an_est_run_whose_prompts_never_recur_says_so_and_how_to_make_them(tmp_path, capsys):
+    from reinforce_ada import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["train", "--strategy", "ada-est", "--max-steps", "2", "--batch-size", "8", "--eval-prompts", "8",
+                     "--num-threads", "1", "--output-dir", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("allocation over the run: 8 / 8.0 / 8 "))
+    assert lines[at + 1] == ("no prompt came back: each of the 16 prompt visits was the prompt's first, so the "
+                             "pass-rate memory never shaped an allocation (every prompt got the even share); Est pays "
+                             "on prompts that recur (--task-train-prompts 128 trains on 128 of the task's prompts, "
+                             "each back every 16 steps)")
+
+
+def test_believed_hard_is_strictly_below_0_1_as_the_pass_rate_bins_are(tmp_path):
+    """The edge of "believed hard": after a first visit whose 8 samples all failed, Est's default prior Beta(1, 1)
+    gives ``p_hat = 1/10`` exactly, which is not below 0.1 -- not yet hard, and in the ``0.1-0.2`` bin of
+    ``sampling/by_pass_rate``; a second such visit (``1 / (0.9 x 8 + 8 + 2)``) is both."""
+    import numpy as np
+
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.core.allocation import allocation_summary
+    from reinforce_ada.sampling.estimate import est_memory
+    from reinforce_ada.sampling.pools import remember_pools
+    from reinforce_ada.types import Completion, Prompt, PromptPool
+
+    memory = est_memory(SamplerConfig.reinforce_ada_est())
+    prompt = Prompt("p", "1+1=", answer="2")
+    pool = PromptPool("p", 0.5)
+    for _ in range(8):
+        pool.add(Completion("p", "3", reward=0.0))
+    remember_pools(memory, [prompt], {"p": pool})
+    assert memory.pass_rate(prompt) == 0.1
+    assert allocation_summary(np.array([8]), np.array([memory.pass_rate(prompt)]))["budget_share_hard"] == 0.0
+    assert "by_pass_rate/0.1-0.2/num_prompts" in remember_pools(memory, [prompt], {"p": pool})
+    assert memory.pass_rate(prompt) == pytest.approx(1 / (0.9 * 8 + 8 + 2))
+    assert allocation_summary(np.array([8]), np.array([memory.pass_rate(prompt)]))["budget_share_hard"] == 1.0
+    assert "by_pass_rate/0.0-0.1/num_prompts" in remember_pools(memory, [prompt], {"p": pool})

@@ -72,3 +72,30 @@ def test_a_setting_a_resume_cannot_apply_is_refused_by_name(tmp_path, field, val
         Trainer(small_config(out, max_steps=3, resume=True, force_resume_changes=True, **{field: value}),
                 **tiny_parts())
     assert folder_bytes(out) == before
+
+
+@pytest.mark.fault("`train --resume --max-steps 120 --output-dir runs/est` of an ada-est run",
+                   "the run continues as it was configured (ada-est), changing only what is given; before, the "
+                   "options' defaults were compared with the run's: \"strategy 'ada-est' -> 'ada-balanced'\"")
+def test_a_resume_from_the_command_line_takes_the_runs_own_settings(tmp_path, capsys):
+    from reinforce_ada import cli
+
+    out = tmp_path / "est"
+    start = ["--strategy", "ada-est", "--sampler.est.decay", "0.8", "--eval-prompts", "8", "--eval-strata-samples",
+             "0", "--output-dir", str(out)]
+    assert cli.main(["train", "--max-steps", "1", *start]) == 0
+    assert cli.main(["train", "--resume", "--max-steps", "2", "--output-dir", str(out)]) == 0
+    saved = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["config"]
+    assert (saved["strategy"], saved["sampler"]["mode"], saved["sampler"]["est"]["decay"]) == ("ada-est", "est", 0.8)
+    assert (saved["eval_prompts"], saved["eval_strata_samples"]) == (8, 0)
+    history = [json.loads(line) for line in (out / "config_history.jsonl").read_text().splitlines()]
+    assert history[-1]["event"] == "resume" and history[-1]["changed"] == {"max_steps": [1, 2]}
+    capsys.readouterr()
+    # only what is given changes, and a change is still checked as before: refused unless forced, by name
+    before = folder_bytes(out)
+    assert cli.main(["train", "--resume", "--max-steps", "3", "--sampler.est.decay", "0.5", "--output-dir",
+                     str(out)]) == 2
+    assert "changed settings (sampler.est.decay: 0.8 -> 0.5)" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", "--max-steps", "3", "--strategy", "grpo", "--output-dir", str(out)]) == 2
+    assert "changed settings (strategy: 'ada-est' -> 'grpo', " in capsys.readouterr().err
+    assert folder_bytes(out) == before

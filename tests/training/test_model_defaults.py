@@ -109,3 +109,26 @@ def test_a_pretrained_model_on_arithmetic_chat_gets_the_tasks_values():
     # a prompt file is not the task, and the tiny model keeps the demo's values
     assert TrainConfig(model="smollm2-135m", task="arithmetic-chat", data="x.jsonl").max_new_tokens == 128
     assert TrainConfig(task="arithmetic-chat").learning_rate == MODEL_DEFAULTS["tiny"]["learning_rate"]
+
+
+def test_a_folder_holding_the_tiny_model_keeps_the_tiny_defaults(tmp_path):
+    """A run of the tiny model, one of its checkpoints or its model folder (the char tokenizer says which kind it
+    is) trains with the demo's defaults, not a pretrained model's lr 1e-6 and 2 prompts per step; another model's
+    folder gets the pretrained ones. The tiny kind also gets the portable CPU kernels, as the demo does."""
+    from reinforce_ada.cpu_numerics import runs_portable
+    from reinforce_ada.models.tiny import build_char_tokenizer, save_char_tokenizer
+
+    model = tmp_path / "run" / "checkpoint-4" / "model"
+    save_char_tokenizer(build_char_tokenizer(), model)
+    for folder in (tmp_path / "run", model.parent, model):
+        assert model_kind(str(folder)) == "tiny"
+        config = TrainConfig(model=str(folder), data="prompts.jsonl")
+        assert {name: getattr(config, name) for name in MODEL_DEFAULTS["tiny"]} == MODEL_DEFAULTS["tiny"]
+        assert runs_portable({"model": str(folder)})
+    other = tmp_path / "other"
+    other.mkdir()
+    vocab = json.loads((model / "tokenizer.json").read_text())
+    vocab["model"]["vocab"]["extra"] = len(vocab["model"]["vocab"])
+    (other / "tokenizer.json").write_text(json.dumps(vocab))
+    assert model_kind(str(other)) == "pretrained" and model_kind(str(tmp_path / "missing")) == "pretrained"
+    assert TrainConfig(model=str(other)).learning_rate == 1e-6 and not runs_portable({"model": str(other)})

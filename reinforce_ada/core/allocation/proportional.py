@@ -15,8 +15,12 @@ import numpy as np
 __all__ = ["HARD_BELOW", "allocate_samples", "allocation_summary"]
 
 HARD_BELOW = 0.1
-"""A prompt is *hard* while its pass rate (or its estimate) is below this: the ``budget_share_hard`` step metric and
-``simulate-multistep``'s "% on hard" column count the samples such prompts got."""
+"""A prompt is *hard* while its pass rate (or its estimate) is strictly below this: the ``budget_share_hard`` step
+metric and ``simulate-multistep``'s "% on hard" column count the samples such prompts got. The edge is the lower edge
+of the ``0.1-0.2`` bin of ``sampling/by_pass_rate`` (:data:`~reinforce_ada.sampling.pools.PASS_RATE_BINS`), so both
+say the same: under Est's default prior Beta(1, 1) a first visit whose 8 samples all failed gives ``p_hat = 1/10``
+exactly -- one visit's evidence, not yet *believed* hard --, and a second such visit (``1 / (0.9 x 8 + 8 + 2)``,
+0.058) is."""
 
 
 def allocate_samples(weights: np.ndarray, total: int, min_samples: int, max_samples: int | None) -> np.ndarray:

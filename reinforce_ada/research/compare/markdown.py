@@ -50,12 +50,21 @@ class Footnotes:
 _NO_PAIR = "no seed that both this strategy and the baseline finished"
 
 
+ZERO_WIDTH = ("every paired seed gave the same difference: an interval of zero width says nothing of the spread, "
+              "it needs more seeds")
+
+
 def _ci(pair: Sequence[float | None], notes: Footnotes) -> str:
+    """A paired difference, ``mean ± half-width``; the mean alone, footnoted, where there is no interval (one seed)
+    or where it has zero width around a difference (:func:`~.verdict.call` resolves none there; ``+0.000 ± 0.000``,
+    no difference observed, stays as it is: the baseline against itself, or seeds that all tie)."""
     mean, half = (math.nan if v is None else v for v in pair)
     if math.isnan(mean):
         return notes.dash(_NO_PAIR)
     if math.isnan(half):
         return f"{mean:+.3f}" + notes.mark("one paired seed: a difference without an interval")
+    if half == 0 and mean != 0:
+        return f"{mean:+.3f}" + notes.mark(ZERO_WIDTH)
     return f"{mean:+.3f} ± {half:.3f}"
 
 
@@ -151,7 +160,9 @@ def _budget_calls(verdicts: dict[str, Any]) -> str:
             parts.append(f"{words} no resolved difference ({v['reason']})")
             continue
         call = "no resolved difference" if v["call"] == "inconclusive" else v["call"]
-        parts.append(f"{words} {call} ({interval_words(v['mean'], v['half_width'])})")
+        zero_width = v["half_width"] == 0 and v["mean"] != 0  # no interval: why, in the brackets
+        parts.append(f"{words} {call} ({interval_words(v['mean'], v['half_width'])}"
+                     + (f"; {v['reason']})" if zero_width else ")"))
     return "; ".join(parts)
 
 
@@ -223,8 +234,8 @@ def _paired(report: dict[str, Any], notes: Footnotes) -> list[str]:
                            for p in ("generation", "scoring", "update", "sync"))
         edge = f" ({_EDGE[entry['best_lr_at_edge']]})" if entry["best_lr_at_edge"] else ""
         ratios = [_ratio_cell(entry["cost_ratios"][axis], notes) for axis in ("tokens", "seconds")]
-        lines.append(f"| {strategy} @ {entry['best_lr']:g}{edge} | {_ci(ci['at_steps'], notes)} | "
-                     f"{_ci(ci['at_tokens'], notes)} | {_ci(ci['at_seconds'], notes)} | "
+        cis = [_ci(ci[axis], notes) for axis in ("at_steps", "at_tokens", "at_seconds")]
+        lines.append(f"| {strategy} @ {entry['best_lr']:g}{edge} | {cis[0]} | {cis[1]} | {cis[2]} | "
                      f"{_steps_cell(entry.get('steps_to_baseline_final'), notes)} | {ratios[0]} | {ratios[1]} "
                      f"| {split} |")
     return lines + ["", "(paired by seed: the strategy's accuracy minus the baseline's, mean ± 95% t-interval; tokens "
@@ -249,6 +260,8 @@ def _steps_cell(steps: dict[str, Any] | None, notes: Footnotes) -> str:
     ratio, low, high = (math.nan if steps[k] is None else steps[k] for k in ("ratio", "ratio_low", "ratio_high"))
     if math.isnan(ratio):
         return notes.dash(steps["reason"])
+    if math.isnan(low) and math.isnan(high):  # an interval that would say nothing: too few seeds, zero width
+        return f"{ratio:.2f}" + notes.mark(steps["reason"])
     high_text = "inf" + notes.mark(steps["reason"]) if math.isnan(high) or math.isinf(high) else f"{high:.2f}"
     low_text = "-" if math.isnan(low) else f"{low:.2f}"
     return f"{ratio:.2f} [{low_text}, {high_text}]"

@@ -33,7 +33,9 @@ The rules, fixed before any run (the comparison's ``compare.json`` records them 
   baseline's mean final accuracy, as a ratio of the baseline's own, with a paired bootstrap 95% interval over seeds
   (2000 resamples). A ratio and its interval never contradict each other: when the point is not defined (the mean
   curve never reached it, or the baseline never improved on its start) all three are null and ``reason`` says why;
-  a bound that is infinite (some resamples never reach it) is null with a ``reason``.
+  a bound that is infinite (some resamples never reach it) is null with a ``reason``; so is an interval from fewer
+  than 3 paired seeds, or of zero width, which says nothing of the ratio's uncertainty (``reason``: it needs more
+  seeds).
 """
 
 from __future__ import annotations
@@ -181,7 +183,8 @@ def analyse(runs: dict[tuple[str, float, int], dict], strategies: list[str], lrs
         entry["verdict"] = None if strategy == baseline else {axis: call(differences[axis]) for axis in AXES_IN_WORDS}
         if paired:
             entry["steps_to_baseline_final"] = _with_reason(steps_ratio([_curve(h) for h in mine],
-                                                                        [_curve(h) for h in theirs]))
+                                                                        [_curve(h) for h in theirs]),
+                                                            len(paired), strategy == baseline)
         entry["cost_ratios"] = {
             axis: ratio_interval([m[-1][column] for m in mine], [t[-1][column] for t in theirs])
             for axis, column in (("tokens", TOKENS), ("seconds", SECONDS))}
@@ -214,9 +217,17 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _with_reason(result: dict[str, float]) -> dict[str, Any]:
+MIN_SEEDS_FOR_STEPS_INTERVAL = 3
+"""Paired seeds the steps ratio's bootstrap interval needs: over 2 seeds a resample is one of 3 sets (a a, a b, b b),
+too few to make an interval of; with fewer the ratio is reported without one, saying so."""
+
+
+def _with_reason(result: dict[str, float], num_seeds: int, baseline: bool = False) -> dict[str, Any]:
     """:func:`steps_ratio`'s result made consistent for JSON: a point that is not finite nulls its interval too, an
-    infinite bound is null, each with the ``reason`` (None when all three are finite numbers)."""
+    infinite bound is null, each with the ``reason`` (None when all three are finite numbers). An interval that cannot
+    say how uncertain the ratio is -- over fewer than :data:`MIN_SEEDS_FOR_STEPS_INTERVAL` seeds, or of zero width
+    (every resample crossed at the same evaluation step) -- is null too, the reason naming what it needs (not for
+    ``baseline``, the baseline against itself: exactly 1 [1, 1])."""
     ratio, low, high = result["ratio"], result["ratio_low"], result["ratio_high"]
     reasons = []
     if math.isnan(ratio):
@@ -226,6 +237,15 @@ def _with_reason(result: dict[str, float]) -> dict[str, Any]:
         reasons.append("the strategy's mean curve never reached the baseline's mean final accuracy")
     if reasons:
         return {**result, "ratio": math.nan, "ratio_low": math.nan, "ratio_high": math.nan, "reason": reasons[0]}
+    if num_seeds < MIN_SEEDS_FOR_STEPS_INTERVAL and not baseline:
+        return {**result, "ratio_low": math.nan, "ratio_high": math.nan,
+                "reason": f"{num_seeds} paired seed{'s' if num_seeds != 1 else ''}: too few for the bootstrap "
+                          f"interval, which needs more seeds (at least {MIN_SEEDS_FOR_STEPS_INTERVAL})"}
+    if low == high and not baseline:
+        return {**result, "ratio_low": math.nan, "ratio_high": math.nan,
+                "reason": f"every bootstrap resample of the {num_seeds} seeds crossed at the same evaluation step, so "
+                          f"the interval has zero width and says nothing: it needs more seeds (or a smaller "
+                          f"--eval-steps)"}
     if math.isinf(high):
         reasons.append("some bootstrap resamples never reach it, so the interval is unbounded above (ratio_high null)")
     if math.isnan(low) or math.isnan(high):

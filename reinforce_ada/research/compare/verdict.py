@@ -74,6 +74,10 @@ def call(differences: Sequence[float]) -> dict[str, Any]:
         return out
     sd = float(np.std(differences, ddof=1))
     out.update(half_width=half, sd=sd)
+    if half == 0 and mean != 0:  # [m, m]: no spread seen, so no interval -- not a resolved difference
+        out["reason"] = (f"every one of the {n} paired seeds gave the same difference, an interval of zero width that "
+                         f"says nothing of the spread: it needs more seeds")
+        return out
     if mean - half > 0 or mean + half < 0:
         out["call"] = "ahead" if mean > 0 else "behind"
         return out
@@ -89,8 +93,9 @@ def call(differences: Sequence[float]) -> dict[str, Any]:
 
 
 def interval_words(mean: float, half: float | None) -> str:
-    """An interval as the range it spans, ``"-0.036 to +0.082"`` (the mean alone when there is no half-width)."""
-    if half is None or math.isnan(half):
+    """An interval as the range it spans, ``"-0.036 to +0.082"`` (the mean alone when there is no half-width, or one
+    of zero width: :func:`call` gives its reason)."""
+    if half is None or math.isnan(half) or (half == 0 and mean != 0):
         return f"{mean:+.3f}"
     return f"{mean - half:+.3f} to {mean + half:+.3f}"
 
@@ -104,7 +109,7 @@ def call_words(c: dict[str, Any]) -> str:
     interval = interval_words(c["mean"], c["half_width"])
     if c["call"] != "inconclusive":
         return f"**{c['call']}** ({interval})"
-    if c["half_width"] is None:
+    if c["half_width"] is None or (c["half_width"] == 0 and c["mean"] != 0):
         return f"**no resolved difference** ({interval}; {c['reason']})"
     if c["seeds_needed"] is not None:
         return (f"**no resolved difference** ({interval}; about {c['seeds_needed']} seeds would resolve "
