@@ -67,3 +67,21 @@ def test_one_step_of_smollm2_on_a_reasoning_gym_task_moves_the_weights(tmp_path)
     assert state.keys() == after.keys()
     assert all(torch.equal(state[k], after[k]) for k in after), "the checkpoint holds other weights than trained"
     assert AutoTokenizer.from_pretrained(saved).eos_token == "<|im_end|>"
+
+
+def test_one_step_of_smollm2_on_arithmetic_chat_ends_with_a_checkpoint(tmp_path):
+    """The README's real-model command, one small step: the task's defaults for a pretrained model (its learning
+    rate, 8 new tokens), the `last-integer` reward on SmolLM2's own answers, held-out accuracy before and after, and
+    a plain safetensors checkpoint."""
+    from reinforce_ada.config.defaults import TASK_DEFAULTS
+    from reinforce_ada.training import Trainer
+
+    config = TrainConfig(model="smollm2-135m", task="arithmetic-chat", max_steps=1, batch_size=2, eval_prompts=4,
+                         eval_samples=2, eval_strata_samples=0, output_dir=str(tmp_path), seed=0)
+    assert config.learning_rate == TASK_DEFAULTS["arithmetic-chat"]["learning_rate"] and config.max_new_tokens == 8
+    trainer = Trainer(config)
+    assert trainer.stream.prompts[0].prompt.startswith("What is ")
+    summary = trainer.train()
+    assert summary["steps"] == 1 and summary["total_samples"] >= 2 * 8
+    assert 0.0 <= summary["accuracy_before"] <= 1.0 and 0.0 <= summary["accuracy_after"] <= 1.0
+    assert (tmp_path / "checkpoint-1" / "model" / "model.safetensors").exists()
