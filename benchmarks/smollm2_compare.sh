@@ -72,7 +72,7 @@ EOF
 esac
 
 [[ -e "$MODEL/model.safetensors" ]] || { echo "run 'bash $0 make-model' first" >&2; exit 2; }
-LR=""  # the lr-sweep's choice, by its rule above; filled in by a commit of its own before any grid run
+LR=1e-5  # the lr-sweep's choice by its rule (benchmarks/results/smollm2_bed/lr_sweep/report.md: 1e-5 0.611, 3e-5 0.512, 3e-6 0.492)
 [[ -n "$LR" ]] || { echo "the grid's lr is the lr-sweep's choice: run the sweep, then set LR in this script" >&2; exit 2; }
 STRATEGIES=(grpo-n8 ada-est grpo "ada-est-n4=ada-est --sampler.est.samples-per-prompt 4")
 options=(--task arithmetic-chat --task-train-prompts 16 --eval-prompts 48 --eval-samples 4 --eval-steps 5
