@@ -77,9 +77,9 @@ class Task(ABC):
     def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
         """``num`` distinct prompts of ``split`` (``"train"`` or ``"test"``), the same for the same ``seed``."""
 
-    def split_size(self, split: str) -> int | None:
-        """How many distinct prompts ``split`` holds, where a caller could ask for more than there are (``None``:
-        more than anyone asks for)."""
+    def pool_size(self, split: str) -> int | None:
+        """The most prompts of ``split`` a default training pool takes (``None``: as many as asked for): a task with a
+        small split, or with parts of unequal size, says how many it can draw before its mix of prompts changes."""
         return None
 
     def verifier(self, **options: Any):
@@ -254,8 +254,12 @@ class ChatArithmeticTask(Task):
                        if split_of(CHAT_TEMPLATE.format(a=a, op=op, b=b), self.test_fraction) == split]
                 for name, (da, op, db) in self.families.items()}
 
-    def split_size(self, split: str) -> int:
-        return sum(len(pairs) for pairs in self.members(split).values())
+    def pool_size(self, split: str) -> int:
+        """Every family's share while all of them last: ``len(families) x`` the smallest family's size in
+        ``split`` (train: 4 x 70 = 280 of its 913 prompts, about a quarter from each family; beyond, the draw holds
+        two-digit sums only, 683 of the 913)."""
+        members = self.members(split)
+        return len(members) * min(len(pairs) for pairs in members.values())
 
     def prompts(self, num: int, seed: int, split: str = "train") -> list[Prompt]:
         _check_request(num, split)

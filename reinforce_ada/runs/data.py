@@ -34,14 +34,15 @@ def run_task(cfg: TrainConfig) -> Any:
 def training_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     """The prompts the run trains on: its ``data`` file, else ``task_train_prompts`` prompts of the built-in task's
     train split (``task``, :func:`run_task`'s) drawn with ``seed`` -- or, for 0, a pool of max(4096, 4 x
-    ``batch_size``), or the whole train split in a seeded order where it holds fewer (``arithmetic-chat``).
+    ``batch_size``), or fewer where the task says its mix would change beyond (``Task.pool_size``: ``arithmetic-chat``
+    draws 280, a quarter from each of its families).
     (``reinforce-ada select-prompts RUN`` estimates the same prompts.)"""
     from reinforce_ada.data import load_prompts
 
     if cfg.data is not None:
         return load_prompts(cfg.data, **prompt_keys(cfg))
     num = cfg.task_train_prompts or max(4096, cfg.batch_size * 4)
-    size = task.split_size("train")
+    size = task.pool_size("train")
     if not cfg.task_train_prompts and size is not None:
         num = min(num, size)
     return task.prompts(num, seed=cfg.seed, split="train")

@@ -151,3 +151,20 @@ def test_chat_arithmetic_prompts_answers_and_families():
         get_task("arithmetic-chat", families="3+1")
     with pytest.raises(ValueError, match="has 287"):
         task.prompts(300, seed=0, split="test")
+
+
+def test_a_default_pool_of_arithmetic_chat_keeps_every_family():
+    """The trainer's default pool (no --task-train-prompts) takes as many prompts as the task draws with every
+    family still in the mix (Task.pool_size), not the whole split, three quarters of which are two-digit sums."""
+    from collections import Counter
+
+    from reinforce_ada.config import TrainConfig
+    from reinforce_ada.runs.data import run_task, training_prompts
+
+    config = TrainConfig(model="smollm2-135m", task="arithmetic-chat")
+    task = run_task(config)
+    pool = training_prompts(config, task)
+    assert len(pool) == task.pool_size("train") == 280
+    assert max(Counter(p.metadata["family"] for p in pool).values()) <= 80
+    assert len(training_prompts(TrainConfig(model="smollm2-135m", task="arithmetic-chat", task_train_prompts=600),
+                                task)) == 600  # asked for: as many as the split holds
