@@ -35,7 +35,7 @@ def training_prompts(cfg: TrainConfig, task: Any) -> list[Prompt]:
     """The prompts the run trains on: its ``data`` file, else ``task_train_prompts`` prompts of the built-in task's
     train split (``task``, :func:`run_task`'s) drawn with ``seed`` -- or, for 0, a pool of max(4096, 4 x
     ``batch_size``), or fewer where the task says its mix would change beyond (``Task.pool_size``: ``arithmetic-chat``
-    draws 280, a quarter from each of its families).
+    draws 280, about a quarter from each of its families).
     (``reinforce-ada select-prompts RUN`` estimates the same prompts.)"""
     from reinforce_ada.data import load_prompts
 
