@@ -29,12 +29,12 @@ docs/smollm2.md). Set the fields for a real run; ``examples/paper_qwen_math_1.5b
 
 
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "arithmetic-chat": dict(learning_rate=1e-5, max_new_tokens=8, batch_size=8, eval_prompts=48),
+    "arithmetic-chat": dict(learning_rate=1e-5, max_new_tokens=8, batch_size=8, eval_prompts=32),
 }
 """Values a *pretrained* model's run on a built-in task takes for the model-dependent fields left unset, ahead of
 ``MODEL_DEFAULTS["pretrained"]`` (which fills the rest).
 
-``arithmetic-chat``: the answer is a number, so 8 new tokens; 8 prompts a step and 48 held-out prompts keep a step
+``arithmetic-chat``: the answer is a number, so 8 new tokens; 8 prompts a step and 32 held-out prompts keep a step
 on a CPU core to tens of seconds for SmolLM2-135M. The learning rate is the one the declared sweep chose
 (``bash benchmarks/smollm2_compare.sh lr-sweep``: GRPO-n8 on 16 training prompts judged on 64 other prompts of the
 task's train split, the highest mean accuracy after 20 steps; docs/smollm2.md gives its table): the paper's 1e-6 is
