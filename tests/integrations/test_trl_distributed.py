@@ -170,3 +170,23 @@ def test_a_prompt_straddling_two_processes_has_one_baseline(est_runs):
             expected = [(rewards[i] - rbar) * min(1 / math.sqrt(rbar + 1e-6), 8.0) for i in rows]
             assert [local_advantages[i] for i in rows] == pytest.approx(expected, abs=1e-5), key
     assert straddled >= 2, "no prompt straddled the processes: the test shows nothing"
+
+
+@pytest.mark.slow
+def test_two_processes_make_one_allocation_through_trls_vllm_server_mode(tmp_path):
+    """Est's one allocation through TRL's vLLM server-mode code on two processes (gather every process's rows to the
+    main process, one request, broadcast, slice; only the HTTP client faked, present on the main process only): one
+    request of the step's 32 rows, one completion each, every step; the union of the processes' rows is the
+    allocation over the step's prompts; the memories agree."""
+    from collections import Counter
+
+    _launch(tmp_path, "est-server")
+    runs = [json.loads((tmp_path / f"est-server-rank{i}.json").read_text())["est"] for i in range(2)]
+    assert [r["global_step"] for r in runs] == [4, 4]
+    assert runs[0]["client_calls"] == [{"num_prompts": 32, "n": 1}] * 4 and runs[1]["client_calls"] is None
+    for t in range(4):
+        steps = [runs[rank]["steps"][t] for rank in (0, 1)]
+        assert steps[0]["counts"] == steps[1]["counts"] and steps[0]["memory"] == steps[1]["memory"]
+        union = Counter(steps[0]["local"]) + Counter(steps[1]["local"])
+        assert [union[k] for k in steps[0]["keys"]] == steps[0]["counts"] and sum(steps[0]["counts"]) == 32
+    assert any(len(set(runs[0]["steps"][t]["counts"])) > 1 for t in range(2, 4))

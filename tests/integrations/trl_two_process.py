@@ -133,12 +133,14 @@ EST_STEP_ROWS = 32  # the step's rows over every process: 4 prompts x num_genera
 def train_est(out_dir: str, which: str) -> dict:
     """Reinforce-Ada-Est with the step's 4 prompts (of 8, TRL's shuffling: prompts recur and move between processes)
     on the processes this was launched with -- ``est`` on two, 16 rows each; ``est-single`` on one holding the same
-    32-row global batch. Records, per step: the step's prompts, counts and estimates, this process's rows' prompts,
+    32-row global batch; ``est-server`` on two through TRL's vLLM server mode (its gather, one request for the step's
+    rows, broadcast and slice; only the HTTP client faked), 4 steps. Records, per step: the step's prompts, counts and estimates, this process's rows' prompts,
     the gathered rewards, the advantages of every row and of this process's rows, and the memory after the step.
 
     Completions are a function of the prompt and of the row's rank among its prompt's rows in the step's global
     layout (the generation is replaced, the rest is TRL's), so one process and two see the same completions and
-    rewards, and their counts, advantages and memory can be compared exactly."""
+    rewards, and their counts, advantages and memory can be compared exactly (``est-server`` keeps TRL's generation:
+    the fake client's random completions)."""
     import random
 
     import torch
@@ -158,6 +160,8 @@ def train_est(out_dir: str, which: str) -> dict:
             self.record = []
 
         def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args):
+            if server:  # TRL's own server-mode path (gather, one request, broadcast, slice) with the client faked
+                return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, *args)
             step = self.ada_est.step
             first = {}  # the prompt's first row in the global layout
             for row, x in enumerate(step.index.tolist()):
@@ -203,18 +207,30 @@ def train_est(out_dir: str, which: str) -> dict:
             return output
 
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))  # as the launcher set it (PartialState is not up yet)
+    server = which == "est-server"
+    clients = []
+    if server:
+        from trl.generation.vllm_generation import VLLMGeneration
+
+        def fake_init_vllm(self):  # the HTTP client to `trl vllm-serve`, on the main process only, as in TRL
+            self.vllm_client = None
+            if self.accelerator.is_main_process:
+                self.vllm_client = FakeVLLMClient(len(TINY_VOCAB), tokenizer.eos_token_id)
+                clients.append(self.vllm_client)
+
+        VLLMGeneration._init_vllm = fake_init_vllm
     dataset = Dataset.from_dict({"prompt": EST_PROMPTS, "answer": [str(2 * i) for i in range(1, 9)]})
     args = AdaGRPOConfig(
         output_dir=os.path.join(out_dir, which), use_cpu=True, report_to=[], bf16=False, save_strategy="no",
         mode="est", num_generations=8, per_device_train_batch_size=EST_STEP_ROWS // num_processes,
-        scale_rewards="none", max_completion_length=MAX_COMPLETION_LENGTH, max_steps=EST_STEPS, logging_steps=1,
-        learning_rate=1e-2, seed=0)
+        scale_rewards="none", max_completion_length=MAX_COMPLETION_LENGTH, max_steps=4 if server else EST_STEPS,
+        logging_steps=1, learning_rate=1e-2, seed=0, use_vllm=server, vllm_mode="server")
     torch.manual_seed(0)
     trainer = Recording(model=build_tiny_model(), reward_funcs=est_reward, args=args, train_dataset=dataset,
                         processing_class=tokenizer)
     trainer.train()
     return {"global_step": trainer.state.global_step, "num_processes": PartialState().num_processes,
-            "steps": trainer.record,
+            "steps": trainer.record, "client_calls": clients[0].generate_calls if clients else None,
             "logs": [h for h in trainer.state.log_history if "ada/est/alloc_max" in h]}
 
 
