@@ -93,7 +93,7 @@ def test_a_server_that_stops_answering_mid_step_stops_the_run_without_training_o
     with FakeOpenAIServer(plan=lambda i, rid, a: "ok" if i < 2 else "hold", health="hold") as server:
         run = trainer(tmp_path, server.url, server_dead_after=0.4)
         run._generator.liveness.probe_every_s = 0.05
-        with pytest.raises(GenerationStopped, match=r"step 1: .* has answered nothing for 0 s"):
+        with pytest.raises(GenerationStopped, match=r"step 1: .* has answered nothing for \d+\.\d s"):
             run.train()
         assert sum(server.served.values()) == 2
     assert not list(tmp_path.glob("checkpoint-*"))  # nothing of the step was trained on or saved

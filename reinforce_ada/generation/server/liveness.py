@@ -95,7 +95,8 @@ class Liveness:
     def _raise_if_dead(self) -> None:
         silent = self.silent_for()
         if silent >= self.dead_after_s:
-            raise ServerDeadError(f"the server at {self.base_url} has answered nothing for {silent:.0f} s (no "
+            shown = f"{silent:.1f}" if silent < 10 else f"{silent:.0f}"  # 0.4 s is not "0 s" (nor, checked late, "1 s")
+            raise ServerDeadError(f"the server at {self.base_url} has answered nothing for {shown} s (no "
                                   f"request, no /health probe; server_dead_after={self.dead_after_s:g} s): it is "
                                   f"treated as dead" + (f"; last error: {self.last_error}" if self.last_error else ""))
 
