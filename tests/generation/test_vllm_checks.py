@@ -104,3 +104,21 @@ def test_a_start_failure_is_one_line_with_vllms_reason_and_the_setting():
     other = str(engine_start_error(RuntimeError("Engine core initialization failed. See root cause above."), "m"))
     assert other.endswith("(the engine process's own log above says why)")
     assert "setting to change" not in other
+
+
+def test_a_seeded_engine_on_the_cpu_prefills_whole_prompts_only():
+    # vLLM rewinds a partly prefilled request's generator with set_offset, which CPU generators lack: chunked prefill off
+    model = build_tiny_model()  # max_position_embeddings 64: the step budget stays vLLM's default 4096
+    assert vllm_checks.seeded_cpu_scheduling(Platform(cpu=True), model, seed=0, max_model_len=None) == {
+        "enable_chunked_prefill": False, "max_num_batched_tokens": 4096}
+    assert vllm_checks.seeded_cpu_scheduling(Platform(cpu=True), model, seed=0, max_model_len=8192) == {
+        "enable_chunked_prefill": False, "max_num_batched_tokens": 8192}  # a budget that holds one longest prompt
+    assert vllm_checks.seeded_cpu_scheduling(Platform(cpu=True), model, seed=0, max_model_len=None,
+                                             engine_kwargs={"max_num_batched_tokens": 256}) == {
+        "enable_chunked_prefill": False}  # the caller's budget is kept
+    assert vllm_checks.seeded_cpu_scheduling(Platform(cpu=False), model, seed=0, max_model_len=None) == {}
+    assert vllm_checks.seeded_cpu_scheduling(Platform(cpu=True), model, seed=None, max_model_len=None) == {}
+    with pytest.raises(EngineSetupError, match=r"enable_chunked_prefill=True with a seed on vLLM's CPU platform: .*"
+                                               r"CPU Generator does not use offset"):
+        vllm_checks.seeded_cpu_scheduling(Platform(cpu=True), model, seed=0, max_model_len=None,
+                                          engine_kwargs={"enable_chunked_prefill": True})

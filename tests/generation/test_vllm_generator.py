@@ -152,6 +152,17 @@ def test_stepped_samples_finish_on_their_own_and_cancelled_ones_are_aborted(bed)
         assert float((trainer[0, len(prompt_ids):] - torch.tensor(c.logprobs)).abs().max()) <= EXACT
 
 
+def test_a_seeded_call_larger_than_a_steps_token_budget_samples_every_prompt(bed):
+    # 100 prompts of 51 tokens: more than a step's 4096. With chunked prefill a step would end inside a prompt, and
+    # vLLM, rewinding that request's seeded generator (set_offset, which CPU generators lack), would die with
+    # "CPU Generator does not use offset"; the engine is built to prefill whole prompts only (seeded_cpu_scheduling)
+    generator, _, _ = bed
+    scheduler = generator.llm.llm_engine.vllm_config.scheduler_config
+    assert scheduler.enable_chunked_prefill is False and scheduler.max_num_batched_tokens == 4096
+    reqs = [GenerationRequest(Prompt(i, f"{i:03d}" + "1+2+3+4=" * 6), 1) for i in range(100)]
+    assert [len(o) for o in generator.generate(reqs)] == [1] * 100
+
+
 def test_close_shuts_the_engine_down_and_removes_its_folder(bed):
     generator, _, _ = bed
     folder = generator.model_path

