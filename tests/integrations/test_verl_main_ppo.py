@@ -143,6 +143,23 @@ def test_bad_config_fails_before_ray_starts(monkeypatch):
         main_ppo.run(compose_trainer_config(RUNNABLE + ["trainer.resume_mode=bogus"]))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("config_name, override", [
+    ("reinforce_ada_trainer", "trainer.resume_mode=bogus"),
+    ("reinforce_ada_est_trainer", "+algorithm.reinforce_ada.memory.seed=/nonexistent/seed.jsonl"),
+])
+def test_the_entry_point_refuses_a_bad_setting_in_one_line_before_ray(config_name, override, tmp_path):
+    # the command a user types: hydra composes the config, our checks refuse it -- one line, exit 2, no traceback
+    # (above it, on a machine without a GPU, verl's own warnings from importing its engines)
+    done = subprocess.run([sys.executable, "-m", "reinforce_ada.integrations.verl.main_ppo", "--config-name",
+                           config_name, *RUNNABLE, override], capture_output=True, text=True, env=_env(), timeout=300,
+                          cwd=tmp_path)  # hydra's outputs/ folder
+    ours = [line for line in done.stderr.splitlines() if line.startswith("reinforce-ada verl: ")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(ours) == 1 and done.stderr.rstrip().endswith(ours[0]), done.stderr[-2000:]
+    assert override.split("=")[0].lstrip("+") in ours[0], ours
+
+
 # -- the examples --------------------------------------------------------------------------------------------------
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "verl")
 

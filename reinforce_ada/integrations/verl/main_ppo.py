@@ -7,6 +7,8 @@ three differences, all configuration rather than copied trainer code:
   ``algorithm.adv_estimator=reinforce_ada``, the ``algorithm.reinforce_ada`` sampler block, our agent-loop manager
   and ``trainer.use_v1=false``;
 * the settings are checked (:func:`~reinforce_ada.integrations.verl.config.check_verl_config`) before Ray starts;
+  a setting, file or checkpoint they refuse is one line on stderr and exit status 2, as in ``reinforce-ada`` itself
+  (not hydra's traceback);
 * the task runner is verl's, subclassed only to import the plugin (registering the estimator) and re-check the
   config inside its own Ray process.
 
@@ -21,11 +23,13 @@ checked the same way and verl's ``TaskRunnerV1`` runs it (:class:`ReinforceAdaEs
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import hydra
 import ray
 
+from reinforce_ada.errors import UserError
 from reinforce_ada.integrations.verl.config import CONFIG_DIR, CONFIG_NAME, check_verl_config
 
 logger = logging.getLogger(__name__)
@@ -75,7 +79,12 @@ class ReinforceAdaEstTaskRunner(_verl_task_runner_v1()):  # type: ignore[misc]
 def run(config: Any) -> None:
     """Check the config, then run verl's PPO with :class:`ReinforceAdaTaskRunner` (legacy trainer, Seq) or
     :class:`ReinforceAdaEstTaskRunner` (v1 trainer, Est) (verl's ``main`` steps)."""
-    from verl.trainer.main_ppo import run_ppo
+    launch(config, check(config))
+
+
+def check(config: Any) -> Any:
+    """Everything checked before Ray starts: the plugin's settings and files (:func:`check_verl_config`), then verl's
+    own ``validate_config``; the sampler's config."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
@@ -84,13 +93,25 @@ def run(config: Any) -> None:
     logger.info("reinforce_ada sampler: %s", sampler_config.to_dict())
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    return sampler_config
+
+
+def launch(config: Any, sampler_config: Any) -> None:
+    """verl's ``run_ppo`` (Ray) with the task runner for the sampler's mode."""
+    from verl.trainer.main_ppo import run_ppo
+
     runner = ReinforceAdaEstTaskRunner if sampler_config.mode == "est" else ReinforceAdaTaskRunner
     run_ppo(config, task_runner_class=ray.remote(runner))
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(config: Any) -> None:
-    run(config)
+    try:
+        sampler_config = check(config)
+    except UserError as err:  # ours, before Ray: one line (what Ray's workers raise later keeps its traceback)
+        print(f"reinforce-ada verl: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    launch(config, sampler_config)
 
 
 if __name__ == "__main__":
