@@ -27,8 +27,12 @@
 #   Size: about 4 CPU-hours on this machine (a grpo-n8 run about 8 minutes on one quiet core, a GRPO-n4-sized run
 #   about 5). Twenty seeds would take twice that; ten is the grid.
 #
-# Usage: bash benchmarks/smollm2_compare.sh make-model|lr-sweep|grid [--report-only]
+# Usage: bash benchmarks/smollm2_compare.sh make-model|lr-sweep|grid [--report-only]|keep|restore
 # A session that ends kills what still runs: the same command again continues (compare skips finished runs).
+# A machine that is replaced loses runs/ (ignored by git): `keep` copies each FINISHED grid run's text files (metrics,
+# held-out results, strata, summary, config; no weights, no checkpoints) and the ledger into $DATA/grid_runs/, to be
+# committed; `restore` puts them back into runs/compare/smollm2-chat/ on a new machine (never over a run folder that
+# exists), so that `grid` trains only the runs not kept. An unfinished run is never kept: it starts again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -66,6 +70,39 @@ EOF
             --best-lr final "${SHARED[@]}" --data "$DATA/sweep_train.jsonl" --eval-data "$DATA/sweep_judge.jsonl" \
             --verifier last-integer --eval-prompts 64 --eval-samples 4 --eval-steps 20 --eval-strata-samples 8 \
             --out runs/compare/smollm2-lr-sweep "$@"
+        exit 0 ;;
+    keep|restore)
+        python - "$stage" runs/compare/smollm2-chat "$DATA/grid_runs" <<'EOF'
+import shutil, sys
+from pathlib import Path
+
+stage, runs, kept = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+TEXT = (".json", ".jsonl", ".md", ".txt", ".yaml")
+if stage == "keep":
+    done = sorted(p for p in runs.iterdir() if (p / "summary.json").is_file()) if runs.is_dir() else []
+    for run in done:
+        for f in run.iterdir():
+            if f.is_file() and f.suffix in TEXT and f.stat().st_size < 20_000_000:
+                (kept / run.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, kept / run.name / f.name)
+    for name in ("runs.jsonl", "compare.json"):
+        if (runs / name).is_file():
+            shutil.copy2(runs / name, kept / name)
+    print(f"kept {len(done)} finished runs in {kept}")
+else:
+    if not kept.is_dir():
+        sys.exit(f"nothing kept in {kept}")
+    runs.mkdir(parents=True, exist_ok=True)
+    back = 0
+    for run in sorted(p for p in kept.iterdir() if p.is_dir()):
+        if not (runs / run.name).exists():
+            shutil.copytree(run, runs / run.name)
+            back += 1
+    for name in ("runs.jsonl", "compare.json"):
+        if (kept / name).is_file() and not (runs / name).exists():
+            shutil.copy2(kept / name, runs / name)
+    print(f"restored {back} finished runs into {runs}")
+EOF
         exit 0 ;;
     grid) ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
