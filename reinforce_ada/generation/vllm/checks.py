@@ -66,6 +66,12 @@ def model_config(model: Any) -> Any:
         return None
 
 
+def text_config(model: Any) -> Any:
+    """The config of ``model``'s language part (``get_text_config()`` where the config has one), or None."""
+    config = model_config(model)
+    return None if config is None else getattr(config, "get_text_config", lambda: config)()
+
+
 def check_engine_setup(platform: Any, model: Any, *, memory_share: float, dtype: str = "auto",
                        max_model_len: int | None = None, sleep_mode: bool | None = None,
                        in_this_process: bool = True) -> None:
@@ -76,10 +82,9 @@ def check_engine_setup(platform: Any, model: Any, *, memory_share: float, dtype:
     if sleep_mode and not platform.is_sleep_mode_available():
         raise EngineSetupError(f"enable_sleep_mode=True: vLLM's {_device(platform)} platform has no sleep mode; "
                                "leave it unset (the engine then keeps its memory while the policy trains)")
-    config = model_config(model)
-    if config is None:
+    text = text_config(model)
+    if text is None:
         return
-    text = getattr(config, "get_text_config", lambda: config)()
     head_size = _head_size(text)
     if platform.is_cpu() and head_size is not None:
         supported = _cpu_head_sizes()
@@ -107,9 +112,7 @@ def seeded_cpu_scheduling(platform: Any, model: Any, *, seed: int | None, max_mo
                                "prefilled request's generator with Generator.set_offset, which CPU generators do not "
                                "have ('CPU Generator does not use offset'); leave enable_chunked_prefill unset")
     if max_model_len is None:
-        config = model_config(model)
-        text = getattr(config, "get_text_config", lambda: config)() if config is not None else None
-        max_model_len = getattr(text, "max_position_embeddings", None)
+        max_model_len = getattr(text_config(model), "max_position_embeddings", None)
     settings: dict[str, Any] = {"enable_chunked_prefill": False}
     if "max_num_batched_tokens" not in given:
         settings["max_num_batched_tokens"] = max(int(max_model_len or 0), 4096)
