@@ -78,14 +78,15 @@ from pathlib import Path
 
 stage, runs, kept = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 TEXT = (".json", ".jsonl", ".md", ".txt", ".yaml")
+GRID_FILES = ("runs.jsonl", "compare.json")  # the ledger and the grid's manifest
 if stage == "keep":
     done = sorted(p for p in runs.iterdir() if (p / "summary.json").is_file()) if runs.is_dir() else []
     for run in done:
+        (kept / run.name).mkdir(parents=True, exist_ok=True)
         for f in run.iterdir():
             if f.is_file() and f.suffix in TEXT and f.stat().st_size < 20_000_000:
-                (kept / run.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, kept / run.name / f.name)
-    for name in ("runs.jsonl", "compare.json"):
+    for name in GRID_FILES:
         if (runs / name).is_file():
             shutil.copy2(runs / name, kept / name)
     print(f"kept {len(done)} finished runs in {kept}")
@@ -98,7 +99,7 @@ else:
         if not (runs / run.name).exists():
             shutil.copytree(run, runs / run.name)
             back += 1
-    for name in ("runs.jsonl", "compare.json"):
+    for name in GRID_FILES:
         if (kept / name).is_file() and not (runs / name).exists():
             shutil.copy2(kept / name, runs / name)
     print(f"restored {back} finished runs into {runs}")
