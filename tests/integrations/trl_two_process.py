@@ -241,8 +241,13 @@ def main(out_dir: str, which: str = "rounds") -> None:
         results = {mode: train(out_dir, mode) for mode in ("plain", "server")}
     from accelerate import PartialState
 
-    with open(os.path.join(out_dir, f"{which}-rank{PartialState().process_index}.json"), "w") as f:
+    state = PartialState()
+    with open(os.path.join(out_dir, f"{which}-rank{state.process_index}.json"), "w") as f:
         json.dump(results, f)
+    # End the gloo group the launcher started before the interpreter exits: left to the exit, its threads can abort a
+    # process that has finished its work ("terminate called without an active exception", SIGABRT; seen once in CI).
+    state.wait_for_everyone()
+    state.destroy_process_group()
 
 
 if __name__ == "__main__":
