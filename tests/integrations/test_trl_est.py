@@ -262,6 +262,7 @@ def test_resume_without_sampler_state_is_the_explicit_opt_in(saved_checkpoint, t
     ('{"est": {}}', r"Est's pass-rate memory cannot be read from it \(no 'memory'\)"),
     ('[1, 2]', "holds list, not a sampler state"),
     ('{"sampler": {}}', "holds the round-based sampler's state"),
+    ('{}', r"holds no Est memory \(no 'est'; keys: none\): the file is damaged"),  # not taken for mode='rounds'
 ])
 def test_a_damaged_sampler_state_is_named_by_its_file(saved_checkpoint, tmp_path, content, message):
     """A truncated file raised a JSONDecodeError that named no file, and {"est": {}} a KeyError 'memory'."""

@@ -414,8 +414,11 @@ class AdaGRPOTrainer(SamplingMetricsMixin, GRPOTrainer):
         if not isinstance(state, dict):
             raise CheckpointError(f"{path} holds {type(state).__name__}, not a sampler state")
         if self.ada_est is not None and "est" not in state:
-            raise CheckpointError(f"{path} holds the round-based sampler's state, not Est's memory: this checkpoint "
-                                  f"was written with mode='rounds'")
+            if "sampler" in state:
+                raise CheckpointError(f"{path} holds the round-based sampler's state, not Est's memory: this "
+                                      f"checkpoint was written with mode='rounds'")
+            raise CheckpointError(f"{path} holds no Est memory (no 'est'; keys: {sorted(state) or 'none'}): the "
+                                  f"file is damaged: resume from an earlier checkpoint")
         if self.ada_est is None and "est" in state:
             raise CheckpointError(f"{path} holds Est's memory: this checkpoint was written with mode='est'")
         try:
