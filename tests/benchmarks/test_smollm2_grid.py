@@ -1,7 +1,7 @@
-"""The SmolLM2-135M grid (benchmarks/smollm2_compare.sh, docs/benchmarks.md "A real pretrained LM on the CPU") as far
-as it has run: its report in benchmarks/results/smollm2_bed/grid_partial/ is what compare's analysis makes of the
-finished runs kept in benchmarks/results/smollm2_bed/grid_runs/ -- none left out, none added, every paired figure
-the same -- and the figures docs/benchmarks.md and the README quote are that report's. A report edited by hand, a
+"""The SmolLM2-135M grid (benchmarks/smollm2_compare.sh, docs/benchmarks.md "A real pretrained LM on the CPU"): all
+40 runs, 10 seeds of each strategy, kept in benchmarks/results/smollm2_bed/grid_runs/; its report in
+benchmarks/results/smollm2_bed/grid/ is what compare's analysis makes of them -- none left out, none added, every
+paired figure the same -- and the figures docs/benchmarks.md and the README quote are that report's. A report edited by hand, a
 kept run changed after the report, or a number pasted from another run fails here."""
 
 from __future__ import annotations
@@ -29,24 +29,35 @@ def kept_runs() -> dict[tuple[str, float, int], dict]:
     return runs
 
 
-def test_the_partial_report_is_compares_analysis_of_the_kept_runs():
-    committed = json.loads((BED / "grid_partial" / "report.json").read_text())
+def test_the_report_is_compares_analysis_of_all_40_kept_runs():
+    committed = json.loads((BED / "grid" / "report.json").read_text())
     runs = kept_runs()
-    assert len(committed["runs"]) == len(runs) >= 8
+    assert len(committed["runs"]) == len(runs) == 40
+    for strategy in STRATEGIES:
+        assert sorted(seed for s, _, seed in runs if s == strategy) == list(range(10)), strategy
     ours = jsonable(analyse(runs, STRATEGIES, [1e-5], "grpo-n8", "tokens", "same"))
     assert json.loads(json.dumps(ours["strategies"])) == committed["strategies"]
     assert json.loads(json.dumps(ours["runs"])) == committed["runs"]
 
 
-def test_the_documented_figures_are_the_partial_reports():
-    report = json.loads((BED / "grid_partial" / "report.json").read_text())
+def figure(entry, key):
+    mean, half = entry["paired_mean_ci95"][key]
+    return f"{mean:+.3f} ± {half:.3f}"
+
+
+def test_the_documented_figures_are_the_reports():
+    report = json.loads((BED / "grid" / "report.json").read_text())
+    versus_grpo = json.loads((BED / "grid" / "vs-grpo" / "report.json").read_text())
     docs = (ROOT / "docs" / "benchmarks.md").read_text()
-    seeds = sorted({run["seed"] for run in report["runs"]})
-    finished = f"{len(report['runs'])} of 40 runs"
-    assert finished in docs and finished in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| real LM (SmolLM2-135M"))
+    assert "all 40 runs" in docs and "10 seeds" in row and "of 40 runs" not in readme
     for strategy in ("ada-est", "grpo", "ada-est-n4"):
         entry = report["strategies"][strategy]
-        assert entry["paired"]["seeds"] == seeds, strategy
+        assert entry["paired"]["seeds"] == list(range(10)), strategy
         for key in ("at_steps", "at_tokens", "at_seconds"):
-            mean, half = entry["paired_mean_ci95"][key]
-            assert f"{mean:+.3f} ± {half:.3f}" in docs, (strategy, key)
+            assert figure(entry, key) in docs, (strategy, key)
+    assert figure(report["strategies"]["ada-est"], "at_tokens") in row
+    for key in ("at_steps", "at_tokens"):
+        assert figure(versus_grpo["strategies"]["ada-est-n4"], key) in docs, key
+    assert figure(versus_grpo["strategies"]["ada-est-n4"], "at_tokens") in row
