@@ -103,8 +103,9 @@ def resolve_correctness(spec: list | None, names: list[str]) -> list[int]:
         if len(names) != 1:
             raise ConfigError(
                 f"there are {len(names)} reward functions ({names}); set correctness_reward_funcs to the one(s) that "
-                "decide whether a completion is correct (e.g. ['accuracy']): exits and balanced selection count "
-                "correct completions, and a format reward would make every well-formatted completion count")
+                "decide whether a completion is correct (correctness_reward_funcs=[name, ...], the names as listed): "
+                "exits and balanced selection count correct completions, and a format reward would make every "
+                "well-formatted completion count")
         return [0]
     indices = []
     for item in spec:
